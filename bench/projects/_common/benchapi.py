@@ -1,0 +1,38 @@
+"""Helpers the per-project bench_api modules share."""
+
+from collections.abc import Callable
+
+from django.db import transaction
+from django.db.models import Count, Max, Min, QuerySet
+
+
+def finished_stats(queryset: QuerySet, field: str) -> tuple[int, float | None, float | None]:
+    """Count rows with field set, plus the earliest and latest value as epoch seconds."""
+    agg = queryset.filter(**{f"{field}__isnull": False}).aggregate(
+        count=Count("pk"), first=Min(field), last=Max(field)
+    )
+    return (
+        agg["count"],
+        agg["first"].timestamp() if agg["first"] else None,
+        agg["last"].timestamp() if agg["last"] else None,
+    )
+
+
+def prefill_in_chunks(enqueue_chunk: Callable[[int], object], n: int, chunk: int) -> None:
+    """Call enqueue_chunk(size) until n jobs exist, chunk at a time."""
+    done = 0
+    while done < n:
+        size = min(chunk, n - done)
+        enqueue_chunk(size)
+        done += size
+
+
+def prefill_in_transactions(enqueue_one: Callable[[], object], n: int) -> None:
+    """Enqueue n jobs one call at a time, 1,000 calls per transaction (no bulk API)."""
+
+    def chunk(size: int) -> None:
+        with transaction.atomic():
+            for _ in range(size):
+                enqueue_one()
+
+    prefill_in_chunks(chunk, n, 1_000)

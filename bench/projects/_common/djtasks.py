@@ -1,0 +1,14 @@
+"""The two benchmark tasks as django.tasks Tasks, for every django.tasks backend."""
+
+import benchtasks
+from django.tasks import task
+
+
+@task
+def noop() -> None:
+    benchtasks.noop()
+
+
+@task
+def record_start(marker: int) -> None:
+    benchtasks.record_start(marker)

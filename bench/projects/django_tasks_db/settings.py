@@ -1,0 +1,9 @@
+"""django-tasks-db benchmark project settings."""
+
+from benchsettings import *  # noqa: F403
+from benchsettings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db"]
+TASKS = {
+    "default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}
+}

@@ -1,0 +1,6 @@
+"""procrastinate benchmark project settings (worker options come from the command line)."""
+
+from benchsettings import *  # noqa: F403
+from benchsettings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "procrastinate.contrib.django"]

@@ -1,0 +1,24 @@
+"""steady_queue (this repository) benchmark project settings."""
+
+from benchsettings import *  # noqa: F403
+from benchsettings import INSTALLED_APPS, env
+
+INSTALLED_APPS = [*INSTALLED_APPS, "steady_queue"]
+TASKS = {
+    "default": {
+        "BACKEND": "steady_queue.backend.SteadyQueueBackend",
+        "QUEUES": [],
+        "OPTIONS": {
+            "workers": [
+                {
+                    "queues": ["*"],
+                    "threads": int(env("BENCH_WORKER_THREADS", "8")),
+                    "processes": int(env("BENCH_WORKER_PROCESSES", "2")),
+                    "polling_interval": float(env("BENCH_POLLING_INTERVAL", "0.1")),
+                }
+            ],
+            "dispatchers": [{"polling_interval": 1, "batch_size": 500}],
+            "preserve_finished_jobs": True,
+        },
+    }
+}

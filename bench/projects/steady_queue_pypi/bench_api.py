@@ -1,0 +1,24 @@
+"""steady-queue 0.3.0 (PyPI) operations for the benchmark driver (no bulk API)."""
+
+from benchapi import finished_stats, prefill_in_transactions
+from steady_queue.models import Job
+from tasks import noop, record_start
+
+TABLE_PREFIXES = ("steady_queue_",)
+enqueue_bulk = None
+
+
+def enqueue_noop() -> None:
+    noop.enqueue()
+
+
+def enqueue_latency(marker: int) -> None:
+    record_start.enqueue(marker)
+
+
+def prefill(n: int) -> None:
+    prefill_in_transactions(enqueue_noop, n)
+
+
+def finished() -> tuple[int, float | None, float | None]:
+    return finished_stats(Job.objects.all(), "finished_at")

@@ -1,0 +1,57 @@
+"""The interface every system adapter implements, with the shared defaults."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paths import PROJECTS
+
+DJANGO = "Django==6.1.*"
+ALL_DATABASES = ("postgresql", "mariadb", "sqlite")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of a system; each variant is a column of the table."""
+
+    label: str
+    settings: str  # what a reader needs to know to reproduce it
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class System:
+    """A queue under test: its venv, its Django project and how to run its workers."""
+
+    key: str  # venv name, project directory and throwaway database name suffix
+    title: str
+    ours = False
+    databases: tuple[str, ...] = ALL_DATABASES
+    requirements: tuple[str, ...] = ()
+    editable: str | None = None  # a local path to `pip install -e`
+    has_bulk = False
+
+    @property
+    def project(self) -> Path:
+        """The Django project directory the driver and workers run in."""
+        return PROJECTS / self.key
+
+    @property
+    def db_name(self) -> str:
+        """The throwaway database (dropped and recreated per run)."""
+        return f"bench_{self.key}"
+
+    def unavailable(self) -> str | None:
+        """Why this system cannot run right now, or None."""
+        return None
+
+    def variants(self) -> list[Variant]:
+        """The configurations to measure (one by default)."""
+        raise NotImplementedError
+
+    def worker_argvs(self, python: Path) -> list[list[str]]:
+        """Commands to start the 2-process worker budget, run in the project dir."""
+        raise NotImplementedError
+
+    @staticmethod
+    def manage(python: Path, *args: str) -> list[str]:
+        """argv for `python manage.py ARGS...`."""
+        return [str(python), "manage.py", *args]

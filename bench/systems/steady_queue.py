@@ -1,0 +1,39 @@
+"""steady_queue from this repository: one supervisor forking 2 worker processes."""
+
+from pathlib import Path
+
+from paths import REPO
+from systems.base import DJANGO, System, Variant
+
+THREADS = "8"
+
+
+class SteadyQueue(System):
+    key = "steady_queue"
+    title = "steady_queue (ours)"
+    ours = True
+    requirements = (DJANGO,)
+    editable = f"{REPO}[postgres,pymysql]"
+    has_bulk = True  # steady_queue.enqueue_many
+
+    def unavailable(self) -> str | None:
+        needed = [
+            REPO / "steady_queue" / "backend.py",
+            REPO / "steady_queue" / "management" / "commands" / "steady_queue.py",
+        ]
+        missing = [str(p.relative_to(REPO)) for p in needed if not p.exists()]
+        return f"not built yet (missing {', '.join(missing)})" if missing else None
+
+    def variants(self) -> list[Variant]:
+        return [
+            Variant(
+                self.title,
+                f"TASKS OPTIONS: workers=[queues ['*'], threads {THREADS}, processes 2,"
+                " polling_interval 0.1], dispatchers=[polling_interval 1, batch_size"
+                " 500], preserve_finished_jobs=True; bulk = enqueue_many",
+                {"BENCH_WORKER_THREADS": THREADS, "BENCH_WORKER_PROCESSES": "2"},
+            )
+        ]
+
+    def worker_argvs(self, python: Path) -> list[list[str]]:
+        return [self.manage(python, "steady_queue")]

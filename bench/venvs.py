@@ -1,0 +1,53 @@
+"""Create (or reuse) one virtual environment per system under bench/.venvs/."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from paths import LOGS, VENVS
+
+# C driver for MySQL/MariaDB; needs libmariadb-dev. PyMySQL is the fallback.
+MYSQLCLIENT = "mysqlclient>=2.2.1"
+
+
+def _pip(python: Path, args: list[str], log: Path) -> bool:
+    """Run pip in the venv, appending its output to log; True on success."""
+    with open(log, "a") as out:
+        result = subprocess.run(
+            [str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=1800,
+        )
+    return result.returncode == 0
+
+
+def ensure(name: str, requirements: list[str], *, editable: str | None = None) -> dict:
+    """Return {'python', 'mysqlclient'} for venv `name`, installing what it lacks.
+
+    A stamp file remembers what was installed, so a reused venv is only
+    reinstalled when the requirements change.
+    """
+    venv = VENVS / name
+    python = venv / "bin" / "python"
+    stamp = venv / "bench-stamp.json"
+    wanted = {"requirements": requirements, "editable": editable}
+    if stamp.exists():
+        have = json.loads(stamp.read_text())
+        if {k: have.get(k) for k in wanted} == wanted:
+            return {"python": python, "mysqlclient": have["mysqlclient"]}
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"pip-{name}.log"
+    print(f"  installing venv {name} (log: {log})", flush=True)
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    args = [*requirements, "PyMySQL>=1.1"]
+    if editable:
+        args += ["-e", editable]
+    if not _pip(python, args, log):
+        raise RuntimeError(f"pip install failed for {name}; see {log}")
+    has_mysqlclient = _pip(python, [MYSQLCLIENT], log)
+    stamp.write_text(json.dumps({**wanted, "mysqlclient": has_mysqlclient}))
+    return {"python": python, "mysqlclient": has_mysqlclient}

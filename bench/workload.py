@@ -1,0 +1,208 @@
+"""The benchmark phases, run for one system variant on one database."""
+
+import os
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import procs
+from databases import Database, result_of
+from measure import TreeSampler, median, ms_summary
+from paths import DRIVER, LOGS, WORK
+from systems.base import System, Variant
+
+GRACEFUL_STOP_SECONDS = 30
+# Floor on throughput before a wait is declared hung (jobs/s), plus slack.
+MIN_RATE = 100
+SLACK_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each phase does (full run or --quick)."""
+
+    single_n: int
+    single_repeats: int
+    bulk_n: int
+    bulk_repeats: int
+    latency_n: int
+    latency_gap: float
+    drain_ours: tuple[int, ...]
+    drain_peers: tuple[int, ...]
+    ceiling_n: int
+    ceiling_repeats: int
+
+
+FULL = Sizes(1_000, 3, 10_000, 3, 500, 0.02, (10_000, 100_000), (5_000,), 5_000, 3)
+QUICK = Sizes(200, 1, 2_000, 1, 100, 0.02, (2_000,), (500,), 500, 1)
+
+
+class Target:
+    """One system variant on one database: its environment, driver and workers."""
+
+    def __init__(
+        self,
+        system: System,
+        variant: Variant,
+        database: Database,
+        python: Path,
+        tools_python: Path,
+        base_env: dict[str, str],
+    ):
+        self.system, self.variant, self.database = system, variant, database
+        self.python, self.tools_python = python, tools_python
+        self.tag = f"{system.key}-{database.key}-{len(variant.env)}{abs(hash(variant.label)) % 997}"
+        self.latency_file = WORK / "latency" / f"{self.tag}.txt"
+        self.latency_file.parent.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            **os.environ,
+            **base_env,
+            **database.env(system.db_name),
+            **variant.env,
+            "BENCH_LATENCY_FILE": str(self.latency_file),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def driver(self, command: str, *, timeout: float, watch=(), **options) -> dict:
+        """Run one driver command in the project and return its result."""
+        argv = [str(self.python), str(DRIVER), command]
+        for key, value in options.items():
+            argv += [f"--{key}", str(value)]
+        out = procs.run(
+            argv, env=self.env, cwd=self.system.project, timeout=timeout, watch=watch
+        )
+        return result_of(out)
+
+    def setup(self) -> None:
+        """Recreate the throwaway database and migrate it."""
+        self.database.recreate(self.system.db_name, self.tools_python, self.env)
+        procs.run(
+            self.system.manage(self.python, "migrate", "-v", "0"),
+            env=self.env,
+            cwd=self.system.project,
+            timeout=300,
+        )
+
+    def start_workers(self, phase: str) -> list[subprocess.Popen]:
+        """Start the system's worker processes, logging to .work/logs."""
+        log = LOGS / f"{self.tag}-{phase}.log"
+        log.unlink(missing_ok=True)
+        return [
+            procs.spawn(argv, env=self.env, cwd=self.system.project, log=log)
+            for argv in self.system.worker_argvs(self.python)
+        ]
+
+
+def rate_summary(runs: list[dict], n: int) -> dict:
+    """Median jobs/s over repeated runs of n jobs."""
+    rates = [n / run["seconds"] for run in runs]
+    return {"n": n, "repeats": len(runs), "jobs_per_s": median(rates), "runs": rates}
+
+
+def phase_single(target: Target, sizes: Sizes) -> dict:
+    """N sequential enqueue calls: jobs/s and per-call p50/p99."""
+    n, repeats = sizes.single_n, sizes.single_repeats
+    result = target.driver(
+        "single", n=n, repeats=repeats, timeout=SLACK_SECONDS + n * repeats / 20
+    )
+    calls = [s for run in result["runs"] for s in run["call_seconds"]]
+    return {**rate_summary(result["runs"], n), **ms_summary(calls)}
+
+
+def phase_bulk(target: Target, sizes: Sizes) -> dict:
+    """One bulk enqueue of N jobs: jobs/s."""
+    n, repeats = sizes.bulk_n, sizes.bulk_repeats
+    result = target.driver(
+        "bulk", n=n, repeats=repeats, timeout=SLACK_SECONDS + n * repeats / MIN_RATE
+    )
+    return rate_summary(result["runs"], n)
+
+
+def phase_latency(target: Target, sizes: Sizes) -> dict:
+    """Idle workers; N jobs enqueued `gap` apart; p50/p99 of start - enqueue."""
+    target.driver("flush", timeout=SLACK_SECONDS)
+    workers = target.start_workers("latency")
+    try:
+        target.driver("warmup", n=20, timeout=SLACK_SECONDS, watch=workers)
+        time.sleep(1)  # deliberately idle: measure pickup by idle workers
+        result = target.driver(
+            "latency",
+            n=sizes.latency_n,
+            gap=sizes.latency_gap,
+            file=target.latency_file,
+            timeout=SLACK_SECONDS + sizes.latency_n * sizes.latency_gap,
+            watch=workers,
+        )
+    finally:
+        stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
+    return {
+        "gap_ms": sizes.latency_gap * 1000,
+        **ms_summary(result["from_return_seconds"]),
+        "from_call": ms_summary(result["from_call_seconds"]),
+        "stop": stopped,
+    }
+
+
+def phase_drain(target: Target, n: int) -> dict:
+    """N jobs pre-enqueued; workers started; time to the last finish; memory; leftovers."""
+    prefill = target.driver("prefill", n=n, timeout=SLACK_SECONDS + n / MIN_RATE)
+    started = time.time()
+    workers = target.start_workers(f"drain{n}")
+    sampler = TreeSampler([w.pid for w in workers])
+    sampler.start()
+    try:
+        done = target.driver(
+            "wait",
+            n=n,
+            timeout=SLACK_SECONDS + n / MIN_RATE,
+            stall=60,
+            watch=workers,
+        )
+    finally:
+        memory = sampler.stop()
+        stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
+    seconds = done["last_finish"] - started
+    steady = done["last_finish"] - done["first_finish"]
+    return {
+        "n": n,
+        "prefill_seconds": prefill["seconds"],
+        "seconds": seconds,
+        "jobs_per_s": n / seconds,
+        # Excludes worker start-up: first finish to last finish.
+        "steady_jobs_per_s": (n - 1) / steady if steady > 0 else None,
+        "memory": memory,
+        "stop": stopped,
+        "rows_left": target.driver("counts", timeout=SLACK_SECONDS)["tables"],
+    }
+
+
+def run_target(target: Target, sizes: Sizes, drain_sizes: tuple[int, ...]) -> dict:
+    """Run every phase; a failing phase is recorded and the next one still runs."""
+    result: dict = {"errors": {}}
+
+    def attempt(name: str, func, *args) -> None:
+        print(f"    {name} ...", end="", flush=True)
+        began = time.monotonic()
+        try:
+            result[name] = func(*args)
+            print(f" {time.monotonic() - began:.1f}s", flush=True)
+        except Exception as error:  # report and go on with the next phase
+            result["errors"][name] = f"{type(error).__name__}: {error}"
+            print(f" FAILED: {str(error).splitlines()[0][:200]}", flush=True)
+            with open(LOGS / f"{target.tag}-errors.log", "a") as log:
+                log.write(f"--- {name}\n{traceback.format_exc()}\n")
+
+    attempt("setup", target.setup)
+    if "setup" in result["errors"]:
+        return result
+    attempt("single", phase_single, target, sizes)
+    if target.system.has_bulk:
+        attempt("bulk", phase_bulk, target, sizes)
+    attempt("latency", phase_latency, target, sizes)
+    for n in drain_sizes:
+        attempt(f"drain_{n}", phase_drain, target, n)
+    result["drain"] = [result.pop(f"drain_{n}") for n in drain_sizes if f"drain_{n}" in result]
+    result.pop("setup", None)
+    return result

@@ -1,0 +1,19 @@
+"""steady_queue: a database-backed backend for Django's task framework."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "enqueue_many"]
+
+
+def enqueue_many(task, calls):
+    """Enqueue many ``(args, kwargs)`` calls of a task in a few statements.
+
+    Returns their TaskResults. The task's backend must be a SteadyQueueBackend.
+    """
+    backend = task.get_backend()
+    if not hasattr(backend, "enqueue_many"):
+        raise TypeError(
+            f"enqueue_many() needs a SteadyQueueBackend; the task {task.module_path!r}"
+            f" uses {type(backend).__module__}.{type(backend).__qualname__}."
+        )
+    return backend.enqueue_many(task, calls)

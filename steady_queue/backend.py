@@ -1,0 +1,116 @@
+"""SteadyQueueBackend: the django.tasks backend that stores jobs in the database."""
+
+from django.conf import settings
+from django.utils import timezone
+
+from . import checks
+from .arguments import serialize_arguments
+from .compat import BaseTaskBackend, TaskResultDoesNotExist, task_enqueued
+from .conf import parse_options
+from .exceptions import TaskNotFoundError
+from .results import build_result
+from .task_loader import load_task
+
+
+class SteadyQueueBackend(BaseTaskBackend):
+    """Enqueue tasks as job rows; ``manage.py steady_queue`` runs them."""
+
+    # Tasks may set run_after; a dispatcher makes them ready when it passes.
+    supports_defer = True
+    # Coroutine functions run on each worker's event loop.
+    supports_async_task = True
+    # Results are rows in the database, readable from any process.
+    supports_get_result = True
+    # Larger priorities are claimed first, within a queue.
+    supports_priority = True
+
+    def __init__(self, alias, params):
+        super().__init__(alias, params)
+        # Parsed lazily: backends are built at import time, before apps are ready.
+        self._config = None
+
+    @property
+    def config(self):
+        """The parsed OPTIONS; raises ImproperlyConfigured naming each bad key."""
+        if self._config is None:
+            self._config = parse_options(self.options, self.alias)
+        return self._config
+
+    @property
+    def database(self):
+        return self.config.database
+
+    def enqueue(self, task, args, kwargs):
+        """Validate a call, write its job row, and return its READY result."""
+        from .models import Job
+
+        job = self._build_job(task, args, kwargs)
+        Job.objects.using(self.database).enqueue(job)
+        return self._enqueued(job, task)
+
+    def enqueue_many(self, task, calls):
+        """Enqueue many calls of one task in a few statements; return their results.
+
+        ``calls`` is an iterable of ``(args, kwargs)`` pairs. Every call is
+        validated before anything is written, so a bad one enqueues nothing.
+        """
+        from .models import Job
+
+        jobs = [self._build_job(task, args, kwargs) for args, kwargs in calls]
+        jobs = Job.objects.using(self.database).enqueue_all(jobs)
+        return [self._enqueued(job, task) for job in jobs]
+
+    def get_result(self, result_id):
+        """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
+        from .models import Job
+
+        try:
+            pk = int(result_id)
+        except (TypeError, ValueError):
+            raise TaskResultDoesNotExist(
+                f"{result_id!r} is not a steady_queue result id."
+            ) from None
+        job = Job.objects.using(self.database).with_state().filter(pk=pk).first()
+        if job is None:
+            raise TaskResultDoesNotExist(f"No job with result id {result_id!r}.")
+        return build_result(job, self._task_for(job))
+
+    def check(self, **kwargs):
+        return checks.check_backend(self, **kwargs)
+
+    def _build_job(self, task, args, kwargs):
+        from .models import Job
+
+        self.validate_task(task)
+        self.config  # noqa: B018 - a misconfigured backend must not write rows
+        now = timezone.now()
+        return Job(
+            queue_name=task.queue_name,
+            task_path=task.module_path,
+            arguments=serialize_arguments(task.module_path, args, kwargs),
+            priority=task.priority,
+            backend_name=self.alias,
+            scheduled_at=task.run_after,
+            enqueued_at=now,
+        )
+
+    def _enqueued(self, job, task):
+        result = build_result(job, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def _task_for(self, job):
+        """Rebuild the job's Task from its path, with the job's own settings."""
+        try:
+            task = load_task(job.task_path)
+        except TaskNotFoundError as e:
+            raise TaskResultDoesNotExist(
+                f"Job {job.pk} exists, but its result cannot be read: {e}"
+            ) from e
+        # Task.get_result() compares functions, so reuse the imported one.
+        return task.using(
+            priority=job.priority,
+            queue_name=job.queue_name,
+            run_after=job.scheduled_at,
+            backend=job.backend_name if job.backend_name in settings.TASKS else None,
+        )

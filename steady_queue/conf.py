@@ -1,0 +1,210 @@
+"""Backend OPTIONS, read into frozen dataclasses and validated with clear messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from django.core.exceptions import ImproperlyConfigured
+
+MODES = ("fork", "thread")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerConfig:
+    """One entry of OPTIONS["workers"]: which queues, how many threads and forks."""
+
+    queues: tuple[str, ...] = ("*",)
+    threads: int = 3
+    processes: int = 1
+    polling_interval: float = 0.1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatcherConfig:
+    """One entry of OPTIONS["dispatchers"]: how often and how much to dispatch."""
+
+    polling_interval: float = 1.0
+    batch_size: int = 500
+    concurrency_maintenance_interval: float = 600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """Every setting a SteadyQueueBackend reads from its OPTIONS."""
+
+    database: str = "default"
+    workers: tuple[WorkerConfig, ...] = (WorkerConfig(),)
+    dispatchers: tuple[DispatcherConfig, ...] = (DispatcherConfig(),)
+    preserve_finished_jobs: bool = True
+    clear_finished_jobs_after: float = 86400.0
+    process_heartbeat_interval: float = 60.0
+    process_alive_threshold: float = 300.0
+    shutdown_timeout: float = 5.0
+    supervisor_pidfile: str | None = None
+    mode: str = "fork"
+    listen_notify: bool = True
+
+
+def _duration(value, where, errors, *, allow_zero=False):
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        errors.append(
+            f"{where} must be a number of seconds or a timedelta, got {value!r}."
+        )
+        return None
+    if value < 0 or (value == 0 and not allow_zero):
+        errors.append(f"{where} must be greater than zero, got {value!r}.")
+        return None
+    return float(value)
+
+
+def _positive_int(value, where, errors):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        errors.append(f"{where} must be a whole number of at least 1, got {value!r}.")
+        return None
+    return value
+
+
+def _boolean(value, where, errors):
+    if not isinstance(value, bool):
+        errors.append(f"{where} must be True or False, got {value!r}.")
+        return None
+    return value
+
+
+def _unknown_keys(given, accepted, where, errors):
+    for key in sorted(set(given) - set(accepted)):
+        errors.append(
+            f"{where} has an unknown key {key!r}; accepted keys are: "
+            f"{', '.join(sorted(accepted))}."
+        )
+
+
+def _queues(value, where, errors):
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        errors.append(f"{where} must be a queue name or a non-empty list of them.")
+        return None
+    for name in value:
+        if not isinstance(name, str) or not name:
+            errors.append(f"{where} contains {name!r}; queue names are strings.")
+            return None
+        if "*" in name[:-1]:
+            errors.append(
+                f"{where} contains {name!r}; '*' is allowed alone or as a suffix "
+                "(e.g. 'reports*')."
+            )
+            return None
+    return tuple(value)
+
+
+_WORKER_READERS = {
+    "queues": _queues,
+    "threads": _positive_int,
+    "processes": _positive_int,
+    "polling_interval": _duration,
+}
+_DISPATCHER_READERS = {
+    "polling_interval": _duration,
+    "batch_size": _positive_int,
+    "concurrency_maintenance_interval": _duration,
+}
+
+
+def _entries(value, where, readers, cls, errors):
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        errors.append(f"{where} must be a list of dicts, got {value!r}.")
+        return None
+    entries = []
+    for index, entry in enumerate(value):
+        entry_where = f"{where}[{index}]"
+        if not isinstance(entry, dict):
+            errors.append(f"{entry_where} must be a dict, got {entry!r}.")
+            continue
+        _unknown_keys(entry, readers, entry_where, errors)
+        kwargs = {}
+        for key, reader in readers.items():
+            if key in entry:
+                parsed = reader(entry[key], f"{entry_where}[{key!r}]", errors)
+                if parsed is not None:
+                    kwargs[key] = parsed
+        entries.append(cls(**kwargs))
+    return tuple(entries)
+
+
+def _mode(value, where, errors):
+    if value not in MODES:
+        errors.append(f"{where} must be one of {', '.join(MODES)}; got {value!r}.")
+        return None
+    return value
+
+
+def _pidfile(value, where, errors):
+    if value is not None and not isinstance(value, str):
+        errors.append(f"{where} must be a file path or None, got {value!r}.")
+        return None
+    return value
+
+
+def _database(value, where, errors):
+    from django.conf import settings
+
+    if not isinstance(value, str) or value not in settings.DATABASES:
+        errors.append(
+            f"{where} names the database {value!r}, which is not in DATABASES "
+            f"(known aliases: {', '.join(sorted(settings.DATABASES))})."
+        )
+        return None
+    return value
+
+
+_READERS = {
+    "database": _database,
+    "workers": lambda v, w, e: _entries(v, w, _WORKER_READERS, WorkerConfig, e),
+    "dispatchers": lambda v, w, e: _entries(
+        v, w, _DISPATCHER_READERS, DispatcherConfig, e
+    ),
+    "preserve_finished_jobs": _boolean,
+    "clear_finished_jobs_after": _duration,
+    "process_heartbeat_interval": _duration,
+    "process_alive_threshold": _duration,
+    "shutdown_timeout": lambda v, w, e: _duration(v, w, e, allow_zero=True),
+    "supervisor_pidfile": _pidfile,
+    "mode": _mode,
+    "listen_notify": _boolean,
+}
+
+
+def read_options(raw, alias="default"):
+    """Return (Options, errors): the parsed options and a message per problem."""
+    errors: list[str] = []
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(raw, dict):
+        return Options(), [f"{where} must be a dict, got {raw!r}."]
+    _unknown_keys(raw, _READERS, where, errors)
+    kwargs = {}
+    for key, reader in _READERS.items():
+        if key in raw:
+            parsed = reader(raw[key], f"{where}[{key!r}]", errors)
+            if parsed is not None:
+                kwargs[key] = parsed
+    options = Options(**kwargs)
+    if options.process_alive_threshold <= options.process_heartbeat_interval:
+        errors.append(
+            f"{where}['process_alive_threshold'] ({options.process_alive_threshold}s)"
+            " must be longer than 'process_heartbeat_interval' "
+            f"({options.process_heartbeat_interval}s), or live processes get pruned."
+        )
+    return options, errors
+
+
+def parse_options(raw, alias="default"):
+    """Return Options, or raise ImproperlyConfigured listing every problem."""
+    options, errors = read_options(raw, alias)
+    if errors:
+        raise ImproperlyConfigured("\n".join(errors))
+    return options

@@ -1,0 +1,52 @@
+"""Receivers that turn steady_queue's lifecycle signals into log lines."""
+
+import logging
+
+from django.dispatch import receiver
+
+from . import signals
+
+logger = logging.getLogger("steady_queue")
+
+
+@receiver(signals.process_started)
+def log_process_started(sender, process, **kwargs):
+    logger.info("%s started: %s", process.description, process.summary())
+
+
+@receiver(signals.process_stopping)
+def log_process_stopping(sender, process, immediate, **kwargs):
+    how = "immediately" if immediate else "gracefully"
+    logger.info("%s stopping %s", process.description, how)
+
+
+@receiver(signals.process_exited)
+def log_process_exited(sender, process, **kwargs):
+    logger.info("%s stopped", process.description)
+
+
+@receiver(signals.process_replaced)
+def log_process_replaced(sender, name, pid, status, replacement, **kwargs):
+    logger.warning(
+        "%s (pid %s) %s; started %s to replace it", name, pid, status, replacement
+    )
+
+
+@receiver(signals.processes_pruned)
+def log_processes_pruned(sender, processes, **kwargs):
+    for process in processes:
+        logger.warning("Pruned %s: its heartbeat expired", process.describe())
+
+
+@receiver(signals.claims_resolved)
+def log_claims_resolved(sender, process_name, job_ids, resolution, reason, **kwargs):
+    if job_ids:
+        logger.warning(
+            "%s job(s) held by %s %s (%s): %s",
+            len(job_ids),
+            process_name,
+            resolution,
+            reason,
+            ", ".join(str(job_id) for job_id in job_ids[:20])
+            + (" ..." if len(job_ids) > 20 else ""),
+        )

@@ -1,0 +1,27 @@
+"""steady_queue's models, one per file; importing them here registers them."""
+
+from .blocked_execution import BlockedExecution
+from .claimed_execution import ClaimedExecution
+from .failed_execution import FailedExecution
+from .job import Job
+from .pause import Pause
+from .process import Process
+from .ready_execution import ReadyExecution
+from .recurring_execution import RecurringExecution
+from .recurring_task import RecurringTask
+from .scheduled_execution import ScheduledExecution
+from .semaphore import Semaphore
+
+__all__ = [
+    "BlockedExecution",
+    "ClaimedExecution",
+    "FailedExecution",
+    "Job",
+    "Pause",
+    "Process",
+    "ReadyExecution",
+    "RecurringExecution",
+    "RecurringTask",
+    "ScheduledExecution",
+    "Semaphore",
+]

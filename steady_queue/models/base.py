@@ -1,0 +1,99 @@
+"""The base QuerySet every steady_queue model shares, and its one locking helper."""
+
+from django.db import connections, models, transaction
+
+
+class QueueQuerySet(models.QuerySet):
+    """QuerySet with the row-locking verbs the hot paths need."""
+
+    @property
+    def connection(self):
+        return connections[self.db]
+
+    def skip_locked(self):
+        """Lock the selected rows, skipping rows another transaction holds.
+
+        Falls back to a plain FOR UPDATE where SKIP LOCKED is missing (MySQL < 8,
+        MariaDB < 10.6); SQLite ignores row locks, as its writers are serialised.
+        """
+        if self.connection.features.has_select_for_update_skip_locked:
+            return self.select_for_update(skip_locked=True)
+        return self.select_for_update()
+
+    def pop_batch(self, limit, fields):
+        """Delete up to ``limit`` rows of this queryset and return ``fields`` of each.
+
+        Rows locked by another transaction are skipped, so concurrent callers get
+        disjoint batches. ``fields`` must start with the primary key.
+        """
+        if limit <= 0:
+            return []
+        return self.skip_locked()._delete_returning(fields, limit)
+
+    def delete_returning(self, fields):
+        """Delete every row of this queryset, waiting for locks; return ``fields``.
+
+        Two transactions deleting the same row never both get it back: the second
+        waits for the first and then finds the row gone. That makes this the verb
+        for "whoever takes the claim row owns the outcome".
+        """
+        return self.select_for_update()._delete_returning(fields, None)
+
+    def delete_rows(self):
+        """Delete these rows in one statement, without the ORM's cascade collector.
+
+        Only for rows nothing else references any more (the caller knows why).
+        """
+        return self._raw_delete(self.db)
+
+    def _delete_returning(self, fields, limit):
+        meta = self.model._meta
+        if self.connection.vendor not in ("postgresql", "sqlite"):
+            # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the
+            # same table: lock the rows first, then delete them by key.
+            with transaction.atomic(using=self.db, savepoint=False):
+                rows = list(self.values_list(*fields)[:limit])
+                if rows:
+                    self.model.objects.using(self.db).filter(
+                        pk__in=[row[0] for row in rows]
+                    ).delete_rows()
+            return rows
+        # One statement. On SQLite it starts with a write, so it takes the write
+        # lock (waiting on busy_timeout) rather than failing a read-to-write upgrade.
+        quote = self.connection.ops.quote_name
+        select = self.values_list(meta.pk.name)[:limit]
+        select_sql, params = select.query.get_compiler(using=self.db).as_sql()
+        columns = ", ".join(quote(meta.get_field(name).column) for name in fields)
+        sql = (
+            f"DELETE FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} "
+            f"IN ({select_sql}) RETURNING {columns}"
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        return self._convert_raw_rows(rows, fields)
+
+    def _convert_raw_rows(self, rows, fields):
+        # Raw rows skip the ORM's converters (SQLite returns datetimes as text).
+        meta = self.model._meta
+        converters = []
+        for index, name in enumerate(fields):
+            field = meta.get_field(name)
+            column = field.get_col(meta.db_table)
+            found = self.connection.ops.get_db_converters(column)
+            found += field.get_db_converters(self.connection)
+            if found:
+                converters.append((index, column, found))
+        if not converters:
+            return rows
+        converted = []
+        for row in rows:
+            row = list(row)
+            for index, column, found in converters:
+                for converter in found:
+                    row[index] = converter(row[index], column, self.connection)
+            converted.append(tuple(row))
+        return converted
+
+
+QueueManager = models.Manager.from_queryset(QueueQuerySet)

@@ -1,0 +1,129 @@
+"""ClaimedExecution: a job a live process has taken and is running."""
+
+from django.db import models, transaction
+from django.db.models import Count, Exists, OuterRef
+from django.utils import timezone
+
+from .execution import Execution, ExecutionQuerySet
+
+OUTCOME_FIELDS = [
+    "finished_at",
+    "started_at",
+    "last_attempted_at",
+    "worker_ids",
+    "return_value",
+    "errors",
+]
+
+
+class ClaimedExecutionQuerySet(ExecutionQuerySet):
+    def claim_all(self, job_ids, process_id, now):
+        """Record that a process holds these jobs."""
+        return self.bulk_create(
+            [
+                self.model(job_id=job_id, process_id=process_id, created_at=now)
+                for job_id in job_ids
+            ]
+        )
+
+    def held_by(self, process_id):
+        return self.filter(process_id=process_id)
+
+    def counts_by_process(self):
+        """Return {process id: number of jobs it holds}."""
+        rows = self.values_list("process_id").annotate(count=Count("pk"))
+        return dict(rows.order_by())
+
+    def orphaned(self):
+        """Claims whose process row no longer exists."""
+        from .process import Process
+
+        return self.exclude(Exists(Process.objects.filter(pk=OuterRef("process_id"))))
+
+    def finalize_all(self, outcomes, process_id, preserve_finished_jobs=True):
+        """Record outcomes for the jobs this process still holds; return those.
+
+        A claim that is gone (the process was pruned and its jobs failed or
+        released meanwhile) keeps whatever happened to it: each job is finalized
+        exactly once, by whoever deletes its claim row.
+        """
+        if not outcomes:
+            return []
+        by_id = {outcome.job.pk: outcome for outcome in outcomes}
+        with transaction.atomic(using=self.db):
+            held = self.held_by(process_id).filter(job_id__in=sorted(by_id))
+            held_ids = sorted(row[0] for row in held.delete_returning(["job"]))
+            recorded = [by_id[job_id] for job_id in held_ids]
+            self._record(recorded, preserve_finished_jobs)
+        return recorded
+
+    def release_all(self):
+        """Put these claimed jobs back to ready (unstarted or interrupted)."""
+        from .job import Job
+        from .ready_execution import ReadyExecution
+
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            ReadyExecution.objects.using(self.db).create_all_for(jobs)
+        return ids
+
+    def fail_all_with(self, error, worker_ids_by_process=None):
+        """Fail these claimed jobs with one error (their process is gone)."""
+        from ..outcome import Outcome
+        from .job import Job
+
+        now = timezone.now()
+        worker_ids_by_process = worker_ids_by_process or {}
+        with transaction.atomic(using=self.db):
+            claims = {
+                job_id: (process_id, claimed_at)
+                for job_id, process_id, claimed_at in self.delete_returning(
+                    ["job", "process_id", "created_at"]
+                )
+            }
+            outcomes = [
+                Outcome(
+                    job=job.claimed(claims[job.pk][1]),
+                    worker_id=worker_ids_by_process.get(claims[job.pk][0]),
+                    finished_at=now,
+                    succeeded=False,
+                    error=error,
+                )
+                for job in Job.objects.using(self.db).filter(pk__in=claims)
+            ]
+            self._record(outcomes)
+        return [outcome.job for outcome in outcomes]
+
+    def _record(self, outcomes, preserve_finished_jobs=True):
+        # Runs inside the caller's transaction, after the claim rows were deleted.
+        from .failed_execution import FailedExecution
+        from .job import Job
+
+        deleted = {
+            o.job.pk for o in outcomes if o.succeeded and not preserve_finished_jobs
+        }
+        kept = [o.apply_to(o.job) for o in outcomes if o.job.pk not in deleted]
+        jobs = Job.objects.using(self.db)
+        if kept:
+            jobs.bulk_update(kept, OUTCOME_FIELDS)
+        if deleted:
+            # A running job has no execution row but the claim just deleted.
+            jobs.filter(pk__in=deleted).delete_rows()
+        failed = [o.job for o in outcomes if not o.succeeded]
+        if failed:
+            FailedExecution.objects.using(self.db).create_all_for(failed)
+
+
+class ClaimedExecution(Execution):
+    """A job held by the process ``process_id`` since ``created_at``."""
+
+    process_id = models.BigIntegerField()
+
+    objects = ClaimedExecutionQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_claimed_executions"
+        indexes = [
+            models.Index(fields=["process_id", "job"], name="sq_claimed_process"),
+        ]

@@ -1,0 +1,183 @@
+"""Job: the durable row behind every TaskResult."""
+
+import json
+
+from django.db import models, transaction
+from django.db.models import Exists, OuterRef, Subquery
+from django.utils import timezone
+
+from .base import QueueQuerySet
+
+# Enqueue on PostgreSQL in one round trip: the job and its execution row are
+# written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
+INSERT_JOB_AND_EXECUTION_SQL = """
+WITH job AS (
+    INSERT INTO steady_queue_jobs
+        (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
+         enqueued_at, errors, worker_ids)
+    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
+    RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+)
+INSERT INTO {table} (job_id, queue_name, priority, {time_column})
+SELECT id, queue_name, priority, {time_value} FROM job
+RETURNING job_id
+"""
+INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
+    table="steady_queue_ready_executions",
+    time_column="created_at",
+    time_value="enqueued_at",
+)
+INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
+    table="steady_queue_scheduled_executions",
+    time_column="scheduled_at",
+    time_value="scheduled_at",
+)
+
+
+class JobQuerySet(QueueQuerySet):
+    def enqueue(self, job):
+        """Insert an unsaved job and its ready or scheduled execution; return it."""
+        if self.connection.vendor == "postgresql":
+            return self._enqueue_in_one_statement(job)
+        # savepoint=False: inside the caller's atomic() this adds no SAVEPOINT
+        # round trips; a failure still rolls back with the caller's transaction.
+        with transaction.atomic(using=self.db, savepoint=False):
+            job.save(using=self.db, force_insert=True)
+            job.execution_class().objects.using(self.db).create_for(job)
+        return job
+
+    def _enqueue_in_one_statement(self, job):
+        sql = INSERT_SCHEDULED_SQL if job.is_scheduled else INSERT_READY_SQL
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                sql,
+                [
+                    job.queue_name,
+                    job.task_path,
+                    json.dumps(job.arguments),
+                    job.priority,
+                    job.backend_name,
+                    job.scheduled_at,
+                    job.enqueued_at,
+                ],
+            )
+            job.pk = cursor.fetchone()[0]
+        job._state.adding = False
+        job._state.db = self.db
+        return job
+
+    def enqueue_all(self, jobs, batch_size=1000):
+        """Insert unsaved jobs and their executions: one insert per table per batch."""
+        saved = []
+        for start in range(0, len(jobs), batch_size):
+            batch = jobs[start : start + batch_size]
+            with transaction.atomic(using=self.db, savepoint=False):
+                if self.connection.features.can_return_rows_from_bulk_insert:
+                    batch = self.bulk_create(batch)
+                else:
+                    # MySQL cannot return the new ids of a multi-row insert.
+                    for job in batch:
+                        job.save(using=self.db, force_insert=True)
+                for execution_class in {job.execution_class() for job in batch}:
+                    execution_class.objects.using(self.db).create_all_for(
+                        [job for job in batch if job.execution_class() is execution_class]
+                    )
+            saved.extend(batch)
+        return saved
+
+    def with_state(self):
+        """Annotate each job with its claim (time, process) and whether it failed."""
+        from .claimed_execution import ClaimedExecution
+        from .failed_execution import FailedExecution
+        from .process import Process
+
+        claims = ClaimedExecution.objects.filter(job=OuterRef("pk"))
+        return self.annotate(
+            claimed_at=Subquery(claims.values("created_at")[:1]),
+            claimed_by=Subquery(
+                Process.objects.filter(
+                    pk=Subquery(claims.values("process_id")[:1])
+                ).values("name")[:1]
+            ),
+            has_failed=Exists(FailedExecution.objects.filter(job=OuterRef("pk"))),
+        )
+
+    def finished(self):
+        """Jobs that ran to success (failed jobs keep a FailedExecution instead)."""
+        from .failed_execution import FailedExecution
+
+        return self.filter(finished_at__isnull=False).exclude(
+            Exists(FailedExecution.objects.filter(job=OuterRef("pk")))
+        )
+
+    def clear_finished(self, finished_before, batch_size=500):
+        """Delete successful jobs finished before a time, in batches; return the count."""
+        deleted = 0
+        while True:
+            ids = list(
+                self.finished()
+                .filter(finished_at__lt=finished_before)
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if not ids:
+                return deleted
+            # Finished jobs have no execution rows left to cascade to.
+            deleted += self.model.objects.using(self.db).filter(
+                pk__in=ids
+            ).delete_rows()
+
+
+class Job(models.Model):
+    """One enqueued call of a task, kept until cleared."""
+
+    queue_name = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=255)
+    arguments = models.JSONField(default=dict)
+    priority = models.SmallIntegerField(default=0)
+    backend_name = models.CharField(max_length=100, default="default")
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    return_value = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    worker_ids = models.JSONField(default=list, blank=True)
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_jobs"
+        indexes = [
+            models.Index(fields=["finished_at"], name="sq_job_finished"),
+            models.Index(fields=["queue_name", "finished_at"], name="sq_job_filter"),
+            models.Index(fields=["task_path", "finished_at"], name="sq_job_task"),
+        ]
+
+    def __str__(self):
+        return f"Job {self.pk} ({self.task_path})"
+
+    @property
+    def args(self):
+        return self.arguments.get("args", [])
+
+    @property
+    def kwargs(self):
+        return self.arguments.get("kwargs", {})
+
+    @property
+    def is_scheduled(self):
+        return self.scheduled_at is not None and self.scheduled_at > self.enqueued_at
+
+    def claimed(self, at):
+        """Mark this in-memory job as claimed at a time (the attempt's start)."""
+        self.claimed_at = at
+        return self
+
+    def execution_class(self):
+        """Return the execution model a newly enqueued job starts in."""
+        from .ready_execution import ReadyExecution
+        from .scheduled_execution import ScheduledExecution
+
+        return ScheduledExecution if self.is_scheduled else ReadyExecution

@@ -1,0 +1,35 @@
+"""Pause: a queue whose ready jobs workers leave alone."""
+
+from django.db import models
+
+from .base import QueueQuerySet
+
+
+class PauseQuerySet(QueueQuerySet):
+    def paused_queue_names(self):
+        return set(self.values_list("queue_name", flat=True))
+
+    def pause(self, queue_name):
+        """Pause a queue; return whether it was running before."""
+        _, created = self.get_or_create(queue_name=queue_name)
+        return created
+
+    def resume(self, queue_name):
+        """Resume a queue; return whether it was paused before."""
+        deleted, _ = self.filter(queue_name=queue_name).delete()
+        return bool(deleted)
+
+
+class Pause(models.Model):
+    """One paused queue."""
+
+    queue_name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PauseQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_pauses"
+
+    def __str__(self):
+        return f"{self.queue_name} (paused)"

@@ -1,0 +1,112 @@
+"""Process: the registry row every supervisor, worker and dispatcher heartbeats."""
+
+import os
+import socket
+from datetime import timedelta
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from ..exceptions import ProcessPrunedError, error_payload
+from .base import QueueQuerySet
+
+
+class ProcessQuerySet(QueueQuerySet):
+    def register(self, *, kind, name, supervisor_id=None, metadata=None):
+        """Insert the row for the calling process and return it."""
+        now = timezone.now()
+        return self.create(
+            kind=kind,
+            name=name,
+            pid=os.getpid(),
+            hostname=socket.gethostname(),
+            supervisor_id=supervisor_id,
+            metadata=metadata or {},
+            last_heartbeat_at=now,
+            created_at=now,
+        )
+
+    def prunable(self, alive_threshold, now=None):
+        """Processes whose last heartbeat is older than the threshold (seconds)."""
+        now = now or timezone.now()
+        return self.filter(
+            last_heartbeat_at__lt=now - timedelta(seconds=alive_threshold)
+        )
+
+    def supervised_by(self, supervisor_id):
+        return self.filter(supervisor_id=supervisor_id)
+
+    def prune(self):
+        """Deregister these processes, failing the jobs they held; return them."""
+        pruned = []
+        for process in self.order_by("pk"):
+            message = (
+                f"{process.describe()} stopped heartbeating (last at "
+                f"{process.last_heartbeat_at:%Y-%m-%d %H:%M:%S%z}) and was pruned "
+                "while running this job."
+            )
+            process.deregister(
+                claims_error=error_payload(ProcessPrunedError, message)
+            )
+            pruned.append(process)
+        return pruned
+
+
+class Process(models.Model):
+    """A live steady_queue process, as long as it keeps heartbeating."""
+
+    kind = models.CharField(max_length=32)
+    name = models.CharField(max_length=128, unique=True)
+    pid = models.IntegerField()
+    hostname = models.CharField(max_length=255)
+    supervisor_id = models.BigIntegerField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    last_heartbeat_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    objects = ProcessQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_processes"
+        indexes = [
+            models.Index(fields=["last_heartbeat_at"], name="sq_process_heartbeat"),
+            models.Index(fields=["supervisor_id"], name="sq_process_supervisor"),
+        ]
+
+    def __str__(self):
+        return self.describe()
+
+    def describe(self):
+        return f"{self.kind} {self.name} (pid {self.pid} on {self.hostname})"
+
+    def heartbeat(self):
+        """Record that this process is alive; return False if its row is gone."""
+        updated = (
+            type(self)
+            .objects.using(self._state.db)
+            .filter(pk=self.pk)
+            .update(last_heartbeat_at=timezone.now())
+        )
+        return updated == 1
+
+    def claims(self):
+        from .claimed_execution import ClaimedExecution
+
+        return ClaimedExecution.objects.using(self._state.db).held_by(self.pk)
+
+    def deregister(self, claims_error=None):
+        """Delete this row; release its claims to ready, or fail them with an error.
+
+        Returns the ids of the jobs whose claims were resolved.
+        """
+        db = self._state.db
+        with transaction.atomic(using=db):
+            if claims_error is None:
+                job_ids = self.claims().release_all()
+            else:
+                jobs = self.claims().fail_all_with(
+                    claims_error, worker_ids_by_process={self.pk: self.name}
+                )
+                job_ids = [job.pk for job in jobs]
+            type(self).objects.using(db).filter(pk=self.pk).delete()
+        return job_ids

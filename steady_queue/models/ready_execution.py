@@ -1,0 +1,80 @@
+"""ReadyExecution: the hot table workers claim from."""
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from .execution import Execution, ExecutionQuerySet
+
+
+class ReadyExecutionQuerySet(ExecutionQuerySet):
+    def create_for(self, job):
+        """Make a saved job ready to run."""
+        return self.create(
+            job=job,
+            queue_name=job.queue_name,
+            priority=job.priority,
+            created_at=job.enqueued_at,
+        )
+
+    def create_all_for(self, jobs, now=None):
+        """Make saved jobs ready to run, in one insert."""
+        now = now or timezone.now()
+        return self.bulk_create(
+            [
+                self.model(
+                    job_id=job.pk,
+                    queue_name=job.queue_name,
+                    priority=job.priority,
+                    created_at=now,
+                )
+                for job in jobs
+            ]
+        )
+
+    def in_claim_order(self):
+        """Highest priority first, then oldest first (Django's priority direction)."""
+        return self.order_by("-priority", "job_id")
+
+    def claim(self, selector, limit, process_id):
+        """Move up to ``limit`` ready jobs to claimed for a process; return the jobs.
+
+        Queues are tried in the selector's order: a later queue only fills what
+        the earlier ones left of ``limit`` (queue order beats priority).
+        """
+        from .claimed_execution import ClaimedExecution
+        from .job import Job
+
+        claimed_ids = []
+        now = timezone.now()
+        for queryset in selector.querysets(self):
+            remaining = limit - len(claimed_ids)
+            if remaining <= 0:
+                break
+            with transaction.atomic(using=self.db):
+                rows = queryset.in_claim_order().pop_batch(remaining, ["job"])
+                ids = [row[0] for row in rows]
+                ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
+            claimed_ids.extend(ids)
+        if not claimed_ids:
+            return []
+        jobs = Job.objects.using(self.db).in_bulk(claimed_ids)
+        return [jobs[pk].claimed(now) for pk in claimed_ids]
+
+
+class ReadyExecution(Execution):
+    """A job waiting for a worker."""
+
+    queue_name = models.CharField(max_length=100)
+    priority = models.SmallIntegerField(default=0)
+
+    objects = ReadyExecutionQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_ready_executions"
+        indexes = [
+            # Serve the claim query in the order it sorts, with and without a queue.
+            models.Index(fields=["-priority", "job"], name="sq_ready_poll_all"),
+            models.Index(
+                fields=["queue_name", "-priority", "job"], name="sq_ready_poll_queue"
+            ),
+        ]

@@ -1,0 +1,1 @@
+"""The runtime: supervisor, workers and dispatchers. They decide when; models, how."""

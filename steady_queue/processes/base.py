@@ -1,0 +1,125 @@
+"""Runnable: the boot, run, shutdown lifecycle every steady_queue process shares."""
+
+import os
+import secrets
+import signal
+import threading
+
+from .. import signals
+from .db import DatabaseGuard
+from .heartbeat import Heartbeat
+from .interruptible import Interruptible
+
+
+class Runnable(Interruptible):
+    """A registered process: boot() registers it, run() works, shutdown() leaves."""
+
+    kind = "process"
+    # The supervisor beats from its own loop: it forks, and forking a process
+    # that runs other threads can copy a held lock into the child.
+    beats_in_thread = True
+
+    def __init__(self, backend, *, name=None, supervisor_id=None, supervisor_pid=None):
+        super().__init__()
+        self.backend = backend
+        self.options = backend.config
+        self.database = self.options.database
+        self.name = name or f"{self.kind}-{secrets.token_hex(6)}"
+        self.supervisor_id = supervisor_id
+        self.supervisor_pid = supervisor_pid
+        self.stopping = False
+        self.immediate = False
+        self.process = None
+        self.guard = DatabaseGuard(self.database, self.description)
+        self.heartbeat = Heartbeat(self, self.options.process_heartbeat_interval)
+
+    @property
+    def description(self):
+        return f"{self.kind.capitalize()} {self.name}"
+
+    def metadata(self):
+        """What this process shows in the registry and the status command."""
+        return {}
+
+    def summary(self):
+        details = ", ".join(f"{key}={value}" for key, value in self.metadata().items())
+        return f"pid={os.getpid()}" + (f", {details}" if details else "")
+
+    def start(self):
+        """Run the whole lifecycle in the calling thread."""
+        self.boot()
+        try:
+            if not self.stopping:
+                self.run()
+        finally:
+            self.shutdown()
+
+    def boot(self):
+        if threading.current_thread() is threading.main_thread():
+            self.install_signal_handlers()
+        self.register()
+        if self.process is not None:
+            if self.beats_in_thread:
+                self.heartbeat.start()
+            signals.process_started.send(type(self), process=self)
+
+    def run(self):
+        raise NotImplementedError
+
+    def shutdown(self):
+        signals.process_stopping.send(
+            type(self), process=self, immediate=self.immediate
+        )
+        self.stop_working()
+        self.heartbeat.stop()
+        self.deregister()
+        signals.process_exited.send(type(self), process=self)
+
+    def stop(self, immediate=False):
+        """Ask the process to stop; safe from signal handlers and other threads."""
+        self.immediate = self.immediate or immediate
+        self.stopping = True
+        self.wake_up()
+
+    def stop_working(self):
+        """Finish or hand back in-flight work before the row is removed."""
+
+    def register(self):
+        from ..models import Process
+
+        def insert():
+            return Process.objects.using(self.database).register(
+                kind=self.kind,
+                name=self.name,
+                supervisor_id=self.supervisor_id,
+                metadata=self.metadata(),
+            )
+
+        # Wait out a database that is down at boot, unless told to stop.
+        while not self.stopping:
+            ok, value = self.guard.call(insert)
+            if ok:
+                self.process = value
+                return
+            self.interruptible_sleep(value)
+
+    def deregister(self):
+        if self.process is None:
+            return
+        while True:
+            ok, delay = self.guard.call(self.process.deregister)
+            if ok or self.immediate:
+                return
+            self.interruptible_sleep(delay)
+
+    def supervisor_went_away(self):
+        return self.supervisor_pid is not None and os.getppid() != self.supervisor_pid
+
+    def install_signal_handlers(self):
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        signal.signal(signal.SIGINT, self._on_interrupt)
+        signal.signal(signal.SIGQUIT, lambda *_: self.stop(immediate=True))
+
+    def _on_interrupt(self, *_):
+        # A second Ctrl-C while stopping means "now".
+        self.stop(immediate=self.stopping)

@@ -1,0 +1,74 @@
+"""The guard around every poll: survive lost connections, retry lock conflicts."""
+
+import logging
+import time
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+logger = logging.getLogger("steady_queue")
+
+# MySQL/MariaDB: 1205 lock wait timeout, 1213 deadlock. Both roll back the
+# statement or transaction and are safe to run again.
+RETRYABLE_MYSQL_ERRORS = {1205, 1213}
+LOCK_RETRIES = 5
+
+
+def is_lock_conflict(error):
+    cause = error.__cause__ or error
+    args = getattr(cause, "args", ())
+    if args and args[0] in RETRYABLE_MYSQL_ERRORS:
+        return True
+    # SQLite: another writer held the lock for longer than the busy timeout.
+    return "database is locked" in str(error)
+
+
+def retrying_lock_conflicts(function, *args, **kwargs):
+    """Call function, running it again when the database reports a lock conflict."""
+    for attempt in range(LOCK_RETRIES):
+        try:
+            return function(*args, **kwargs)
+        except OperationalError as error:
+            if not is_lock_conflict(error) or attempt == LOCK_RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+
+
+class DatabaseGuard:
+    """Runs a unit of work; on database errors logs, reconnects and backs off."""
+
+    def __init__(self, database, owner, max_backoff=30.0):
+        self.database = database
+        self.owner = owner
+        self.max_backoff = max_backoff
+        self.failures = 0
+
+    def call(self, function):
+        """Return (True, function()) or, if it failed, (False, seconds to back off)."""
+        try:
+            value = retrying_lock_conflicts(function)
+        except (OperationalError, InterfaceError, DatabaseError) as error:
+            self.failures += 1
+            # A broken connection must not be reused; the next call reconnects.
+            connections[self.database].close()
+            delay = self.backoff()
+            first_line = (str(error).strip().splitlines() or [""])[0]
+            logger.warning(
+                "%s: database error (%s: %s); retrying in %.1fs",
+                self.owner,
+                type(error).__name__,
+                first_line,
+                delay,
+            )
+            return False, delay
+        except Exception:
+            self.failures += 1
+            delay = self.backoff()
+            logger.exception("%s: unexpected error; retrying in %.1fs", self.owner, delay)
+            return False, delay
+        if self.failures:
+            logger.info("%s: database reachable again", self.owner)
+            self.failures = 0
+        return True, value
+
+    def backoff(self):
+        return min(self.max_backoff, 0.5 * 2 ** min(self.failures - 1, 6))

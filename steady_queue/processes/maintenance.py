@@ -1,0 +1,45 @@
+"""The supervisor's periodic upkeep: prune dead processes, resolve orphaned claims."""
+
+from .. import signals
+from ..exceptions import ProcessMissingError, error_payload
+
+
+def prune_dead_processes(owner):
+    """Deregister processes whose heartbeat expired, failing their claims."""
+    from ..models import Process
+
+    pruned = (
+        Process.objects.using(owner.database)
+        .prunable(owner.options.process_alive_threshold)
+        .exclude(pk=owner.process.pk)
+        .prune()
+    )
+    if pruned:
+        signals.processes_pruned.send(type(owner), processes=pruned)
+    return pruned
+
+
+def fail_orphaned_claims(owner):
+    """Fail claims whose process row no longer exists (its process is gone)."""
+    from ..models import ClaimedExecution
+
+    jobs = (
+        ClaimedExecution.objects.using(owner.database)
+        .orphaned()
+        .fail_all_with(
+            error_payload(
+                ProcessMissingError,
+                "The process that claimed this job is no longer registered; it "
+                "ended without releasing the job.",
+            )
+        )
+    )
+    if jobs:
+        signals.claims_resolved.send(
+            type(owner),
+            process_name="unregistered processes",
+            job_ids=[job.pk for job in jobs],
+            resolution="failed",
+            reason="process missing",
+        )
+    return jobs

@@ -1,0 +1,42 @@
+"""ThreadSupervisor: runs every child as a thread of one process."""
+
+import os
+import threading
+import time
+
+from .supervisor import Child, Supervisor
+
+
+class ThreadSupervisor(Supervisor):
+    """All roles in one process: less memory, but a stuck thread cannot be killed."""
+
+    mode = "thread"
+
+    def start_child(self, spec):
+        process = spec.build(self.backend, supervisor_id=self.process.pk)
+        thread = threading.Thread(target=process.start, name=process.name, daemon=True)
+        child = Child(spec=spec, name=process.name, started_at=time.monotonic())
+        child.handle = (process, thread)
+        self.children[process.name] = child
+        thread.start()
+        return child
+
+    def reap_children(self):
+        for name, child in list(self.children.items()):
+            process, thread = child.handle
+            if not thread.is_alive():
+                del self.children[name]
+                self.child_exited(child, os.getpid(), "stopped (its thread ended)")
+
+    def signal_children(self, immediate):
+        for child in self.children.values():
+            child.handle[0].stop(immediate=immediate)
+
+    def terminate_remaining_children(self):
+        for name, child in list(self.children.items()):
+            process, thread = child.handle
+            process.stop(immediate=True)
+            thread.join(timeout=2)
+            # A thread stuck in user code cannot be killed; hand its jobs back.
+            del self.children[name]
+            self.resolve_claims_of(child, error=None, reason="stopped")

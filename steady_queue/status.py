@@ -1,0 +1,96 @@
+"""The status report: live processes and job counts per queue, as text or JSON."""
+
+import json
+
+from django.utils import timezone
+
+
+def collect_status(backend):
+    """Return the status as plain data (what ``status --json`` prints)."""
+    from .models import (
+        BlockedExecution,
+        ClaimedExecution,
+        FailedExecution,
+        Pause,
+        Process,
+        ReadyExecution,
+        ScheduledExecution,
+    )
+
+    db = backend.database
+    now = timezone.now()
+    states = {
+        "ready": ReadyExecution,
+        "scheduled": ScheduledExecution,
+        "running": ClaimedExecution,
+        "blocked": BlockedExecution,
+        "failed": FailedExecution,
+    }
+    counts = {
+        state: model.objects.using(db).counts_by_queue()
+        for state, model in states.items()
+    }
+    oldest_ready = ReadyExecution.objects.using(db).oldest_by_queue()
+    paused = Pause.objects.using(db).paused_queue_names()
+    running_by_process = ClaimedExecution.objects.using(db).counts_by_process()
+    queue_names = sorted(set().union(*counts.values(), paused))
+    return {
+        "processes": [
+            {
+                "kind": process.kind,
+                "name": process.name,
+                "pid": process.pid,
+                "hostname": process.hostname,
+                "supervisor_id": process.supervisor_id,
+                "last_heartbeat_at": process.last_heartbeat_at.isoformat(),
+                "heartbeat_age_seconds": round(
+                    (now - process.last_heartbeat_at).total_seconds(), 1
+                ),
+                "running": running_by_process.get(process.pk, 0),
+                "metadata": process.metadata,
+            }
+            for process in Process.objects.using(db).order_by("supervisor_id", "pk")
+        ],
+        "queues": [
+            {
+                "name": name,
+                "paused": name in paused,
+                **{state: counts[state].get(name, 0) for state in states},
+                "latency_seconds": round(
+                    (now - oldest_ready[name]).total_seconds(), 3
+                )
+                if name in oldest_ready
+                else 0.0,
+            }
+            for name in queue_names
+        ],
+        "totals": {state: sum(counts[state].values()) for state in states},
+    }
+
+
+def print_status(backend, out, as_json=False):
+    status = collect_status(backend)
+    if as_json:
+        out.write(json.dumps(status, indent=2))
+        return
+    out.write(f"Processes ({len(status['processes'])}):")
+    for p in status["processes"]:
+        out.write(
+            f"  {p['kind']:<10} {p['name']:<22} pid {p['pid']:<7} {p['hostname']:<20}"
+            f" heartbeat {p['heartbeat_age_seconds']:>6.1f}s ago"
+            f"  running {p['running']}"
+        )
+    out.write("")
+    header = f"  {'queue':<24}{'ready':>8}{'scheduled':>11}{'running':>9}"
+    out.write("Queues:")
+    out.write(header + f"{'blocked':>9}{'failed':>8}{'latency':>10}")
+    for q in status["queues"]:
+        out.write(
+            f"  {q['name'] + (' (paused)' if q['paused'] else ''):<24}"
+            f"{q['ready']:>8}{q['scheduled']:>11}{q['running']:>9}"
+            f"{q['blocked']:>9}{q['failed']:>8}{q['latency_seconds']:>9.1f}s"
+        )
+    totals = status["totals"]
+    out.write(
+        "Totals: " + ", ".join(f"{state} {count}" for state, count in totals.items())
+    )

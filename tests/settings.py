@@ -1,0 +1,113 @@
+"""Test settings: the database comes from SQ_TEST_DB (sqlite, postgres or mysql)."""
+
+import os
+from pathlib import Path
+
+from steady_queue.compat import FRAMEWORK_APP
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "steady-queue-tests"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.admin",
+    *([FRAMEWORK_APP] if FRAMEWORK_APP else []),
+    "steady_queue",
+    "tests",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASE = os.environ.get("SQ_TEST_DB", "sqlite")
+# Forked supervisors in integration tests connect to the test database directly.
+TEST_DATABASE_NAME = os.environ.get("SQ_TEST_DATABASE_NAME")
+
+if DATABASE == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "HOST": os.environ.get("SQ_PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("SQ_PG_PORT", "5432"),
+            "USER": os.environ.get("SQ_PG_USER", "postgres"),
+            "PASSWORD": os.environ.get("SQ_PG_PASSWORD", ""),
+            "NAME": TEST_DATABASE_NAME or os.environ.get("SQ_PG_NAME", "test"),
+        }
+    }
+elif DATABASE == "mysql":
+    try:
+        import MySQLdb  # noqa: F401
+    except ImportError:
+        import pymysql
+
+        pymysql.install_as_MySQLdb()
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "HOST": os.environ.get("SQ_MYSQL_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("SQ_MYSQL_PORT", "3306"),
+            "USER": os.environ.get("SQ_MYSQL_USER", "root"),
+            "PASSWORD": os.environ.get("SQ_MYSQL_PASSWORD", ""),
+            "NAME": TEST_DATABASE_NAME or os.environ.get("SQ_MYSQL_NAME", "test"),
+            "OPTIONS": {"charset": "utf8mb4", "isolation_level": "read committed"},
+            "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+        }
+    }
+elif DATABASE == "sqlite":
+    # A file, not :memory:, so forked supervisors see the same database.
+    sqlite_path = os.environ.get(
+        "SQ_SQLITE_PATH", str(BASE_DIR.parent / "build" / "tests.sqlite3")
+    )
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": TEST_DATABASE_NAME or sqlite_path,
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "timeout": 20,
+            },
+            "TEST": {"NAME": sqlite_path.replace(".sqlite3", "-test.sqlite3")},
+        }
+    }
+else:
+    raise RuntimeError(f"SQ_TEST_DB must be sqlite, postgres or mysql, not {DATABASE!r}")
+
+TASKS = {
+    "default": {
+        "BACKEND": "steady_queue.backend.SteadyQueueBackend",
+        "QUEUES": ["default", "high", "low", "mail", "reports"],
+        "OPTIONS": {
+            "workers": [{"queues": ["*"], "threads": 3, "processes": 1,
+                         "polling_interval": 0.05}],
+            "dispatchers": [{"polling_interval": 0.1, "batch_size": 100}],
+            "process_heartbeat_interval": 1,
+            "process_alive_threshold": 5,
+            "shutdown_timeout": 2,
+        },
+    },
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
