@@ -53,7 +53,7 @@ class Target:
     ):
         self.system, self.variant, self.database = system, variant, database
         self.python, self.tools_python = python, tools_python
-        self.tag = f"{system.key}-{database.key}-{len(variant.env)}{abs(hash(variant.label)) % 997}"
+        self.tag = f"{system.key}-{variant.key}-{database.key}"
         self.latency_file = WORK / "latency" / f"{self.tag}.txt"
         self.latency_file.parent.mkdir(parents=True, exist_ok=True)
         self.env = {

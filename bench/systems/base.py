@@ -13,6 +13,7 @@ ALL_DATABASES = ("postgresql", "mariadb", "sqlite")
 class Variant:
     """One configuration of a system; each variant is a column of the table."""
 
+    key: str  # short and unique within the system; names logs and files
     label: str
     settings: str  # what a reader needs to know to reproduce it
     env: dict[str, str] = field(default_factory=dict)

@@ -23,11 +23,13 @@ class DjangoTasksDb(System):
         )
         return [
             Variant(
+                "cma600",
                 f"{self.title} (CONN_MAX_AGE=600)",
                 f"{common}; CONN_MAX_AGE=600",
                 {"BENCH_CONN_MAX_AGE": "600"},
             ),
             Variant(
+                "cma0",
                 f"{self.title} (CONN_MAX_AGE=0)",
                 f"{common}; CONN_MAX_AGE=0 (Django's default)",
                 {"BENCH_CONN_MAX_AGE": "0"},

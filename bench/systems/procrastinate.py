@@ -19,6 +19,7 @@ class Procrastinate(System):
     def variants(self) -> list[Variant]:
         return [
             Variant(
+                "default",
                 self.title,
                 f"{WORKERS} worker processes, --concurrency {CONCURRENCY} (default 1),"
                 " LISTEN/NOTIFY on (default), fetch polling 5 s (default),"

@@ -27,6 +27,7 @@ class SteadyQueue(System):
     def variants(self) -> list[Variant]:
         return [
             Variant(
+                "default",
                 self.title,
                 f"TASKS OPTIONS: workers=[queues ['*'], threads {THREADS}, processes 2,"
                 " polling_interval 0.1], dispatchers=[polling_interval 1, batch_size"

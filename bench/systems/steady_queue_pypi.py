@@ -16,6 +16,7 @@ class SteadyQueuePypi(System):
     def variants(self) -> list[Variant]:
         return [
             Variant(
+                "default",
                 self.title,
                 f"STEADY_QUEUE: 1 worker config with processes=2, threads={THREADS}"
                 " (default 3), polling_interval=0.1 s (default), queues=['*'];"

@@ -18,19 +18,15 @@ WITH job AS (
     VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
 )
-INSERT INTO {table} (job_id, queue_name, priority, {time_column})
-SELECT id, queue_name, priority, {time_value} FROM job
+INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
+SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
 RETURNING job_id
 """
 INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_ready_executions",
-    time_column="created_at",
-    time_value="enqueued_at",
+    table="steady_queue_ready_executions", extra_columns=""
 )
 INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_scheduled_executions",
-    time_column="scheduled_at",
-    time_value="scheduled_at",
+    table="steady_queue_scheduled_executions", extra_columns=", scheduled_at"
 )
 
 

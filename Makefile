@@ -1,0 +1,49 @@
+# steady_queue developer commands. `make test` and `make demo` work on a fresh clone.
+PYTHON ?= python3.12
+VENVS := .venv
+PIP_FLAGS := --quiet --disable-pip-version-check
+
+# The Django versions the suite runs against; 5.2 uses the django-tasks backport.
+DJANGO_dj61 := Django==6.1.*
+DJANGO_dj60 := Django==6.0.*
+DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
+EXTRAS := postgres,pymysql,test
+
+.PHONY: test test-fast demo bench docs lint clean env
+.PRECIOUS: $(VENVS)/%/.installed
+
+$(VENVS)/%/.installed: pyproject.toml
+	@echo "==> creating $(VENVS)/$* ($(DJANGO_$*))"
+	@rm -rf $(VENVS)/$*
+	@$(PYTHON) -m venv $(VENVS)/$*
+	@$(VENVS)/$*/bin/pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]" $(DJANGO_$*) sphinx ruff
+	@touch $@
+
+env: $(VENVS)/dj61/.installed
+
+# The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
+# PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors).
+test: $(VENVS)/dj61/.installed $(VENVS)/dj60/.installed $(VENVS)/dj52/.installed
+	@bash scripts/test-matrix
+	@$(MAKE) --no-print-directory docs
+
+# One database, one Django: make test-fast DB=postgres
+DB ?= sqlite
+test-fast: $(VENVS)/dj61/.installed
+	SQ_TEST_DB=$(DB) $(VENVS)/dj61/bin/pytest $(ARGS)
+
+demo: $(VENVS)/dj61/.installed
+	@bash scripts/demo
+
+bench: $(VENVS)/dj61/.installed
+	@$(PYTHON) bench/run.py $(ARGS)
+
+docs: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/sphinx-build -W --keep-going -q -b html docs build/docs
+	@echo "==> docs built in build/docs (no warnings)"
+
+lint: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/ruff check steady_queue tests bench example_project
+
+clean:
+	rm -rf $(VENVS) build docs/_build

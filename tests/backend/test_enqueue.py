@@ -1,0 +1,215 @@
+"""Enqueueing: validation, the rows written, transactions, signals and bulk."""
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from steady_queue import enqueue_many
+from steady_queue.compat import InvalidTask, TaskResultStatus, task_enqueued
+from steady_queue.models import Job, ReadyExecution, ScheduledExecution
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def row_counts():
+    return (
+        Job.objects.count(),
+        ReadyExecution.objects.count(),
+        ScheduledExecution.objects.count(),
+    )
+
+
+def test_enqueue_writes_a_job_and_a_ready_execution():
+    result = tasks.add.enqueue(1, 2)
+
+    job = Job.objects.get(pk=result.id)
+    assert job.task_path == "tests.tasks.add"
+    assert job.arguments == {"args": [1, 2], "kwargs": {}}
+    assert job.queue_name == "default"
+    assert ReadyExecution.objects.filter(job=job).exists()
+    assert result.status == TaskResultStatus.READY
+    assert result.args == [1, 2]
+    assert result.enqueued_at is not None
+    assert result.started_at is None and result.finished_at is None
+    assert result.attempts == 0
+
+
+def test_enqueue_copies_queue_and_priority_to_the_execution():
+    result = tasks.urgent.enqueue("x")
+
+    execution = ReadyExecution.objects.get(job_id=result.id)
+    assert (execution.queue_name, execution.priority) == ("high", 10)
+
+
+def test_enqueue_with_run_after_in_the_future_is_scheduled():
+    when = timezone.now() + timedelta(hours=1)
+    result = tasks.add.using(run_after=when).enqueue(1, 1)
+
+    execution = ScheduledExecution.objects.get(job_id=result.id)
+    assert execution.scheduled_at == when
+    assert not ReadyExecution.objects.filter(job_id=result.id).exists()
+    assert result.status == TaskResultStatus.READY
+
+
+def test_enqueue_with_run_after_in_the_past_is_ready_at_once():
+    result = tasks.add.using(run_after=timezone.now() - timedelta(seconds=5)).enqueue(
+        1, 1
+    )
+    assert ReadyExecution.objects.filter(job_id=result.id).exists()
+
+
+def test_tuple_arguments_are_stored_as_lists():
+    result = tasks.add.enqueue((1, 2), {"nested": (3,)})
+    job = Job.objects.get(pk=result.id)
+    assert job.arguments["args"] == [[1, 2], {"nested": [3]}]
+
+
+def test_enqueue_sends_task_enqueued():
+    received = []
+
+    def receiver(sender, task_result, **kwargs):
+        received.append((sender, task_result))
+
+    task_enqueued.connect(receiver)
+    try:
+        result = tasks.noop.enqueue()
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert [r.id for _, r in received] == [result.id]
+    assert received[0][0].__name__ == "SteadyQueueBackend"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_rolled_back_transaction_leaves_no_rows():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tasks.noop.enqueue()
+        raise RuntimeError("roll back")
+    assert row_counts() == (0, 0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_committed_transaction_keeps_the_rows():
+    with transaction.atomic():
+        result = tasks.noop.enqueue()
+    assert Job.objects.filter(pk=result.id).exists()
+
+
+class Unserializable:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "fragment"),
+    [
+        ((Unserializable(),), {}, "positional argument 0"),
+        ((), {"when": datetime(2025, 1, 1)}, "argument 'when'"),
+        ((), {"deep": {"list": [1, {2, 3}]}}, "argument 'deep']['list'][1]"),
+        ((), {"mapping": {1: "one"}}, "non-string key 1"),
+        ((float("nan"),), {}, "the float nan"),
+        ((b"\xff",), {}, "not valid UTF-8"),
+    ],
+)
+def test_arguments_that_are_not_json_raise_and_write_nothing(args, kwargs, fragment):
+    with pytest.raises(TypeError, match="Unsupported type") as raised:
+        tasks.add.enqueue(*args, **kwargs)
+    assert fragment.replace("]['", "['") in str(raised.value).replace("]['", "['")
+    assert "tests.tasks.add" in str(raised.value)
+    assert row_counts() == (0, 0, 0)
+
+
+def test_unknown_queue_is_rejected_without_rows():
+    with pytest.raises(InvalidTask, match="Queue 'nowhere' is not valid"):
+        tasks.noop.using(queue_name="nowhere").enqueue()
+    assert row_counts() == (0, 0, 0)
+
+
+@override_settings(USE_TZ=True)
+def test_naive_run_after_is_rejected_without_rows():
+    with pytest.raises(InvalidTask, match="aware datetime"):
+        tasks.noop.using(run_after=datetime(2030, 1, 1)).enqueue()
+    assert row_counts() == (0, 0, 0)
+
+
+@pytest.mark.parametrize("priority", [-101, 101, 1.5])
+def test_priority_out_of_range_is_rejected(priority):
+    with pytest.raises(InvalidTask, match="priority must be a whole number"):
+        tasks.noop.using(priority=priority)
+    assert row_counts() == (0, 0, 0)
+
+
+def test_a_function_defined_in_a_function_is_not_a_task():
+    from steady_queue.compat import task
+
+    with pytest.raises(InvalidTask, match="module level"):
+
+        @task
+        def local():
+            pass
+
+
+def test_validation_runs_again_at_enqueue(settings):
+    task = tasks.urgent
+    settings.TASKS = {
+        "default": {**settings.TASKS["default"], "QUEUES": ["default"]},
+    }
+    with pytest.raises(InvalidTask, match="Queue 'high' is not valid"):
+        task.enqueue("x")
+    assert row_counts() == (0, 0, 0)
+
+
+def test_an_unknown_option_fails_enqueue_with_its_name(settings):
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "OPTIONS": {"worker": [{"threads": 2}]},
+        }
+    }
+    with pytest.raises(ImproperlyConfigured, match="unknown key 'worker'"):
+        tasks.noop.enqueue()
+    assert row_counts() == (0, 0, 0)
+
+
+def test_enqueue_many_writes_one_row_per_call():
+    results = enqueue_many(tasks.add, [((i, i), {}) for i in range(25)])
+
+    assert len(results) == 25
+    assert len({r.id for r in results}) == 25
+    assert Job.objects.count() == 25
+    assert ReadyExecution.objects.count() == 25
+    assert [Job.objects.get(pk=r.id).arguments["args"] for r in results[:2]] == [
+        [0, 0],
+        [1, 1],
+    ]
+
+
+def test_enqueue_many_uses_a_constant_number_of_statements(django_assert_max_num_queries):
+    with django_assert_max_num_queries(4):
+        enqueue_many(tasks.noop, [((), {})] * 300)
+    assert Job.objects.count() == 300
+
+
+def test_enqueue_many_rejects_every_call_when_one_is_bad():
+    with pytest.raises(TypeError, match="Unsupported type"):
+        enqueue_many(tasks.add, [((1, 2), {}), ((object(), 2), {})])
+    assert row_counts() == (0, 0, 0)
+
+
+def test_enqueue_many_schedules_deferred_calls():
+    deferred = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5))
+    enqueue_many(deferred, [((1, 1), {}), ((2, 2), {})])
+    assert ScheduledExecution.objects.count() == 2
+
+
+def test_aenqueue_writes_the_job():
+    from asgiref.sync import async_to_sync
+
+    result = async_to_sync(tasks.add.aenqueue)(2, 3)
+
+    assert Job.objects.get(pk=result.id).arguments == {"args": [2, 3], "kwargs": {}}
+    assert ReadyExecution.objects.filter(job_id=result.id).exists()

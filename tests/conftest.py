@@ -1,0 +1,128 @@
+"""Fixtures: the backend, an in-process supervisor, and a forked one via manage.py."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from steady_queue.compat import task_backends
+
+from .helpers import wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database_is_reachable(django_db_blocker):
+    """Fail (in CI) or stop (locally) when the chosen database cannot be reached."""
+    from django.db import connections
+    from django.db.utils import OperationalError
+
+    with django_db_blocker.unblock():
+        try:
+            connections["default"].ensure_connection()
+        except OperationalError as error:
+            database = os.environ.get("SQ_TEST_DB", "sqlite")
+            message = f"The {database} test database is unreachable: {error}"
+            if os.environ.get("CI"):
+                pytest.fail(message, pytrace=False)
+            pytest.exit(message + " (set CI=1 to make this a failure)", returncode=0)
+        finally:
+            connections.close_all()
+
+
+@pytest.fixture
+def backend():
+    return task_backends["default"]
+
+
+@pytest.fixture
+def run_supervisor(backend):
+    """Start a thread-mode supervisor in this process; stopped at teardown."""
+    from steady_queue.processes.supervisor import child_specs
+    from steady_queue.processes.thread_supervisor import ThreadSupervisor
+
+    started = []
+
+    def start(**only):
+        supervisor = ThreadSupervisor(backend, child_specs(backend.config, **only))
+        thread = threading.Thread(target=supervisor.start, daemon=True)
+        thread.start()
+        wait_for(lambda: supervisor.process is not None, message="supervisor booted")
+        started.append((supervisor, thread))
+        return supervisor
+
+    yield start
+    for supervisor, thread in started:
+        supervisor.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "supervisor did not stop"
+
+
+class SupervisorProcess:
+    """A real `manage.py steady_queue` process, in its own process group."""
+
+    def __init__(self, popen, log_path):
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def signal(self, number):
+        self.popen.send_signal(number)
+
+    def wait(self, timeout=30):
+        return self.popen.wait(timeout=timeout)
+
+    def log(self):
+        return Path(self.log_path).read_text()
+
+    def kill_group(self):
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(timeout=10)
+
+
+@pytest.fixture
+def start_supervisor(tmp_path):
+    """Fork `manage.py steady_queue` against the test database; killed at teardown."""
+    started = []
+
+    def start(*args, env=None):
+        log_path = tmp_path / f"supervisor-{len(started)}.log"
+        environment = {
+            **os.environ,
+            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
+            "PYTHONPATH": str(ROOT),
+            **(env or {}),
+        }
+        with open(log_path, "w") as log:
+            popen = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", *args],
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process = SupervisorProcess(popen, log_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.popen.poll() is None:
+            process.signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        process.kill_group()
