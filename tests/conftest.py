@@ -42,7 +42,7 @@ def backend():
 
 
 @pytest.fixture
-def run_supervisor(backend):
+def run_supervisor():
     """Start a thread-mode supervisor in this process; stopped at teardown."""
     from steady_queue.processes.supervisor import child_specs
     from steady_queue.processes.thread_supervisor import ThreadSupervisor
@@ -50,6 +50,8 @@ def run_supervisor(backend):
     started = []
 
     def start(**only):
+        # Looked up now, so a test's settings override reaches the supervisor.
+        backend = task_backends["default"]
         supervisor = ThreadSupervisor(backend, child_specs(backend.config, **only))
         thread = threading.Thread(target=supervisor.start, daemon=True)
         thread.start()

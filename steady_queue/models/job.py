@@ -90,12 +90,14 @@ class JobQuerySet(QueueQuerySet):
         claims = ClaimedExecution.objects.filter(job=OuterRef("pk"))
         return self.annotate(
             claimed_at=Subquery(claims.values("created_at")[:1]),
-            claimed_by=Subquery(
-                Process.objects.filter(
-                    pk=Subquery(claims.values("process_id")[:1])
-                ).values("name")[:1]
-            ),
+            claimed_by_process=Subquery(claims.values("process_id")[:1]),
             has_failed=Exists(FailedExecution.objects.filter(job=OuterRef("pk"))),
+        ).annotate(
+            claimed_by=Subquery(
+                Process.objects.filter(pk=OuterRef("claimed_by_process")).values(
+                    "name"
+                )[:1]
+            ),
         )
 
     def finished(self):

@@ -5,6 +5,8 @@ import secrets
 import signal
 import threading
 
+from django.db import connections
+
 from .. import signals
 from .db import DatabaseGuard
 from .heartbeat import Heartbeat
@@ -52,7 +54,12 @@ class Runnable(Interruptible):
             if not self.stopping:
                 self.run()
         finally:
-            self.shutdown()
+            try:
+                self.shutdown()
+            finally:
+                self.close_wake_pipe()
+                # In thread mode this thread ends here: leave no connection open.
+                connections.close_all()
 
     def boot(self):
         if threading.current_thread() is threading.main_thread():

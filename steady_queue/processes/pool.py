@@ -32,6 +32,9 @@ class Pool:
             self._executor.shutdown(wait=False, cancel_futures=True)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=1)
+            if not self._loop.is_running():
+                self._loop.close()
 
     @property
     def idle_threads(self):
