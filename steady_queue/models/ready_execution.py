@@ -51,14 +51,22 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             if remaining <= 0:
                 break
             with transaction.atomic(using=self.db):
-                rows = queryset.in_claim_order().pop_batch(remaining, ["job"])
-                ids = [row[0] for row in rows]
+                rows = queryset.in_claim_order().pop_batch(
+                    remaining, ["job", "priority"]
+                )
+                # DELETE ... RETURNING gives rows in storage order: sort them back.
+                ids = [job_id for job_id, _ in sorted(rows, key=_claim_order)]
                 ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
             claimed_ids.extend(ids)
         if not claimed_ids:
             return []
         jobs = Job.objects.using(self.db).in_bulk(claimed_ids)
         return [jobs[pk].claimed(now) for pk in claimed_ids]
+
+
+def _claim_order(row):
+    job_id, priority = row
+    return (-priority, job_id)
 
 
 class ReadyExecution(Execution):

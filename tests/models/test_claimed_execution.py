@@ -1,0 +1,135 @@
+"""ClaimedExecution: finalize exactly once, release, and fail with a process error."""
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.exceptions import ProcessExitError, error_payload
+from steady_queue.models import (
+    ClaimedExecution,
+    FailedExecution,
+    Job,
+    Process,
+    ReadyExecution,
+)
+from steady_queue.outcome import Outcome
+from steady_queue.queue_selector import QueueSelector
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def claimed_jobs(count, process_id=7):
+    for index in range(count):
+        tasks.add.enqueue(index, index)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    return ReadyExecution.objects.claim(selector, count, process_id)
+
+
+def success(job, value=1):
+    return Outcome(
+        job=job,
+        worker_id="worker-test",
+        finished_at=timezone.now(),
+        succeeded=True,
+        return_value=value,
+    )
+
+
+def test_finalize_records_success_and_removes_the_claim():
+    (job,) = claimed_jobs(1)
+    recorded = ClaimedExecution.objects.finalize_all([success(job, 2)], 7)
+
+    assert [o.job.pk for o in recorded] == [job.pk]
+    row = Job.objects.get(pk=job.pk)
+    assert row.return_value == 2
+    assert row.worker_ids == ["worker-test"]
+    assert row.finished_at is not None
+    assert row.started_at == job.claimed_at
+    assert not ClaimedExecution.objects.exists()
+
+
+def test_finalize_skips_jobs_the_process_no_longer_holds():
+    first, second = claimed_jobs(2)
+    ClaimedExecution.objects.filter(job_id=first.pk).release_all()
+
+    recorded = ClaimedExecution.objects.finalize_all(
+        [success(first), success(second)], 7
+    )
+
+    assert [o.job.pk for o in recorded] == [second.pk]
+    assert Job.objects.get(pk=first.pk).finished_at is None
+    assert ReadyExecution.objects.filter(job_id=first.pk).exists()
+
+
+def test_finalize_twice_records_once():
+    (job,) = claimed_jobs(1)
+    assert ClaimedExecution.objects.finalize_all([success(job)], 7)
+    assert ClaimedExecution.objects.finalize_all([success(job)], 7) == []
+    assert Job.objects.get(pk=job.pk).worker_ids == ["worker-test"]
+
+
+def test_finalize_of_another_process_claim_is_ignored():
+    (job,) = claimed_jobs(1, process_id=7)
+    assert ClaimedExecution.objects.finalize_all([success(job)], 8) == []
+    assert ClaimedExecution.objects.filter(job_id=job.pk, process_id=7).exists()
+
+
+def test_failures_create_a_failed_execution_and_keep_the_error():
+    (job,) = claimed_jobs(1)
+    error = {"exception_class_path": "builtins.ValueError", "traceback": "ValueError\n"}
+    outcome = Outcome(
+        job=job,
+        worker_id="worker-test",
+        finished_at=timezone.now(),
+        succeeded=False,
+        error=error,
+    )
+    ClaimedExecution.objects.finalize_all([outcome], 7)
+
+    assert FailedExecution.objects.filter(job_id=job.pk).exists()
+    assert Job.objects.get(pk=job.pk).errors == [error]
+
+
+def test_successful_jobs_are_deleted_when_not_preserved():
+    (job,) = claimed_jobs(1)
+    ClaimedExecution.objects.finalize_all(
+        [success(job)], 7, preserve_finished_jobs=False
+    )
+    assert not Job.objects.filter(pk=job.pk).exists()
+
+
+def test_release_puts_jobs_back_to_ready_with_their_queue_and_priority():
+    job = tasks.urgent.enqueue("x")
+    claimed_jobs(0)
+    ReadyExecution.objects.claim(QueueSelector(["*"], "default"), 1, 7)
+
+    assert ClaimedExecution.objects.held_by(7).release_all() == [int(job.id)]
+    ready = ReadyExecution.objects.get()
+    assert (ready.job_id, ready.queue_name, ready.priority) == (int(job.id), "high", 10)
+
+
+def test_fail_all_with_fails_each_job_with_the_error_and_worker():
+    jobs = claimed_jobs(3)
+    error = error_payload(ProcessExitError, "worker-x (pid 1) was killed by SIGKILL")
+
+    failed = ClaimedExecution.objects.fail_all_with(
+        error, worker_ids_by_process={7: "worker-x"}
+    )
+
+    assert sorted(job.pk for job in failed) == sorted(job.pk for job in jobs)
+    for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
+        assert job.errors == [error]
+        assert job.worker_ids == ["worker-x"]
+        assert job.finished_at is not None
+    assert FailedExecution.objects.count() == 3
+    assert error["traceback"].startswith("steady_queue.exceptions.ProcessExitError: ")
+
+
+def test_orphaned_claims_are_those_without_a_process_row():
+    process = Process.objects.register(kind="worker", name="worker-alive")
+    claimed_jobs(1, process_id=process.pk)
+    claimed_jobs(1, process_id=process.pk + 1000)
+
+    orphaned = ClaimedExecution.objects.orphaned()
+    assert [c.process_id for c in orphaned] == [process.pk + 1000]

@@ -1,0 +1,65 @@
+"""Process: registration, heartbeats, pruning and deregistration."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
+from steady_queue.queue_selector import QueueSelector
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def register(name="worker-a", heartbeat_age=0):
+    process = Process.objects.register(kind="worker", name=name)
+    if heartbeat_age:
+        Process.objects.filter(pk=process.pk).update(
+            last_heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age)
+        )
+    return process
+
+
+def claim_one(process):
+    tasks.add.enqueue(1, 2)
+    return ReadyExecution.objects.claim(QueueSelector(["*"], "default"), 1, process.pk)[0]
+
+
+def test_heartbeat_reports_whether_the_row_still_exists():
+    process = register()
+    assert process.heartbeat() is True
+    Process.objects.filter(pk=process.pk).delete()
+    assert process.heartbeat() is False
+
+
+def test_prunable_are_those_past_the_alive_threshold():
+    register("worker-fresh")
+    register("worker-stale", heartbeat_age=600)
+
+    assert [p.name for p in Process.objects.prunable(300)] == ["worker-stale"]
+
+
+def test_prune_fails_the_claims_with_a_pruned_error_and_deletes_the_row():
+    process = register("worker-stale", heartbeat_age=600)
+    job = claim_one(process)
+
+    pruned = Process.objects.prunable(300).prune()
+
+    assert [p.name for p in pruned] == ["worker-stale"]
+    assert not Process.objects.exists()
+    assert not ClaimedExecution.objects.exists()
+    error = Job.objects.get(pk=job.pk).errors[-1]
+    assert error["exception_class_path"] == "steady_queue.exceptions.ProcessPrunedError"
+    assert "worker-stale" in error["traceback"]
+    assert Job.objects.get(pk=job.pk).worker_ids == ["worker-stale"]
+
+
+def test_deregister_releases_claims_back_to_ready():
+    process = register()
+    job = claim_one(process)
+
+    assert process.deregister() == [job.pk]
+    assert ReadyExecution.objects.filter(job_id=job.pk).exists()
+    assert not Process.objects.exists()

@@ -1,0 +1,45 @@
+"""System checks reported for a SteadyQueueBackend."""
+
+import pytest
+from django.core import checks
+
+from steady_queue.compat import task_backends
+
+
+def messages(**kwargs):
+    return task_backends["default"].check(**kwargs)
+
+
+def test_a_valid_configuration_reports_nothing():
+    assert messages() == []
+
+
+def test_bad_options_are_errors_with_their_key(settings):
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "OPTIONS": {"workers": [{"threads": "many"}], "colour": "blue"},
+        }
+    }
+    found = messages()
+    assert {m.id for m in found} == {"steady_queue.E002"}
+    assert all(m.level == checks.ERROR for m in found)
+    text = " ".join(m.msg for m in found)
+    assert "unknown key 'colour'" in text
+    assert "['threads'] must be a whole number" in text
+
+
+def test_the_app_must_be_installed(settings):
+    settings.INSTALLED_APPS = [
+        app for app in settings.INSTALLED_APPS if app not in ("steady_queue", "tests")
+    ]
+    assert "steady_queue.E001" in {m.id for m in messages()}
+
+
+@pytest.mark.django_db
+def test_the_running_check_framework_includes_our_checks(settings):
+    settings.TASKS = {
+        "default": {**settings.TASKS["default"], "OPTIONS": {"mode": "fibers"}}
+    }
+    found = checks.run_checks(databases=["default"])
+    assert "steady_queue.E002" in {m.id for m in found}

@@ -1,0 +1,62 @@
+"""OPTIONS parsing: defaults, every bad value named with what is accepted."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from steady_queue.conf import DispatcherConfig, Options, WorkerConfig, parse_options, read_options
+
+
+def errors_for(raw):
+    return read_options(raw, "default")[1]
+
+
+def test_empty_options_give_the_documented_defaults():
+    options = parse_options({})
+    assert options == Options()
+    assert options.workers == (WorkerConfig(queues=("*",), threads=3, processes=1),)
+    assert options.dispatchers == (DispatcherConfig(),)
+    assert options.preserve_finished_jobs is True
+    assert options.shutdown_timeout == 5.0
+    assert options.process_heartbeat_interval == 60.0
+    assert options.process_alive_threshold == 300.0
+
+
+def test_durations_accept_seconds_and_timedeltas():
+    options = parse_options(
+        {"shutdown_timeout": timedelta(seconds=9), "process_heartbeat_interval": 2}
+    )
+    assert (options.shutdown_timeout, options.process_heartbeat_interval) == (9.0, 2.0)
+
+
+def test_a_single_queue_name_becomes_a_tuple():
+    options = parse_options({"workers": [{"queues": "mail"}]})
+    assert options.workers[0].queues == ("mail",)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"worker": []}, "unknown key 'worker'; accepted keys are: clear_finished"),
+        ({"workers": [{"thread": 2}]}, "['workers'][0] has an unknown key 'thread'"),
+        ({"workers": [{"threads": 0}]}, "['threads'] must be a whole number of at least 1"),
+        ({"workers": [{"queues": []}]}, "must be a queue name or a non-empty list"),
+        ({"workers": [{"queues": ["*_foo"]}]}, "'*' is allowed alone or as a suffix"),
+        ({"workers": "all"}, "['workers'] must be a list of dicts"),
+        ({"dispatchers": [{"batch_size": -1}]}, "['batch_size'] must be a whole number"),
+        ({"shutdown_timeout": "5s"}, "must be a number of seconds or a timedelta"),
+        ({"mode": "async"}, "['mode'] must be one of fork, thread; got 'async'"),
+        ({"database": "queue"}, "names the database 'queue', which is not in DATABASES"),
+        ({"preserve_finished_jobs": "yes"}, "must be True or False"),
+        (
+            {"process_heartbeat_interval": 60, "process_alive_threshold": 30},
+            "must be longer than 'process_heartbeat_interval'",
+        ),
+    ],
+)
+def test_bad_options_are_named_with_what_is_accepted(raw, message):
+    errors = errors_for(raw)
+    assert any(message in error for error in errors), errors
+    with pytest.raises(ImproperlyConfigured, match="TASKS\\['default'\\]"):
+        parse_options(raw)
