@@ -70,8 +70,10 @@ class Target:
         argv = [str(self.python), str(DRIVER), command]
         for key, value in options.items():
             argv += [f"--{key}", str(value)]
+        argv += ["--timeout", str(timeout)]
+        # The driver enforces `timeout` itself; the margin lets it report why.
         out = procs.run(
-            argv, env=self.env, cwd=self.system.project, timeout=timeout, watch=watch
+            argv, env=self.env, cwd=self.system.project, timeout=timeout + 30, watch=watch
         )
         return result_of(out)
 

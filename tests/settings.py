@@ -95,17 +95,32 @@ elif DATABASE == "sqlite":
 else:
     raise RuntimeError(f"SQ_TEST_DB must be sqlite, postgres or mysql, not {DATABASE!r}")
 
+
+def _env_number(name, default):
+    """A per-test override: integration tests configure forked supervisors by env."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return type(default)(value)
+
+
 TASKS = {
     "default": {
         "BACKEND": "steady_queue.backend.SteadyQueueBackend",
         "QUEUES": ["default", "high", "low", "mail", "reports"],
         "OPTIONS": {
-            "workers": [{"queues": ["*"], "threads": 3, "processes": 1,
-                         "polling_interval": 0.05}],
+            "workers": [
+                {
+                    "queues": ["*"],
+                    "threads": _env_number("SQ_TEST_THREADS", 3),
+                    "processes": _env_number("SQ_TEST_WORKER_PROCESSES", 1),
+                    "polling_interval": _env_number("SQ_TEST_POLLING_INTERVAL", 0.05),
+                }
+            ],
             "dispatchers": [{"polling_interval": 0.1, "batch_size": 100}],
-            "process_heartbeat_interval": 1,
-            "process_alive_threshold": 5,
-            "shutdown_timeout": 2,
+            "process_heartbeat_interval": _env_number("SQ_TEST_HEARTBEAT", 1.0),
+            "process_alive_threshold": _env_number("SQ_TEST_ALIVE_THRESHOLD", 5.0),
+            "shutdown_timeout": _env_number("SQ_TEST_SHUTDOWN_TIMEOUT", 2.0),
         },
     },
 }

@@ -7,6 +7,7 @@ from django.db import connection
 from steady_queue.models import ReadyExecution, ScheduledExecution
 
 
+@pytest.mark.django_db
 def test_models_and_migrations_agree():
     call_command("makemigrations", "steady_queue", "--check", "--dry-run", verbosity=0)
 

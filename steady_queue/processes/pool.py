@@ -2,39 +2,54 @@
 
 import asyncio
 import logging
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger("steady_queue")
 
 
 class Pool:
-    """Runs up to ``size`` jobs at once and reports each result to ``on_done``."""
+    """Runs up to ``size`` jobs at once and reports each result to ``on_done``.
 
-    def __init__(self, size, on_done, name="worker"):
+    ``on_free`` (optional) is called each time a thread frees up, after the
+    result of its job went to ``on_done``.
+    """
+
+    def __init__(self, size, on_done, name="worker", on_free=None):
         self.size = size
         self.on_done = on_done
+        self.on_free = on_free
         self.name = name
         self._busy = 0
         self._idle = threading.Condition()
-        self._executor = None
+        self._stopped = False
+        self._queue = None
+        self._threads = []
         self._loop = None
         self._loop_thread = None
 
     def start(self):
-        self._executor = ThreadPoolExecutor(
-            max_workers=self.size, thread_name_prefix=f"{self.name}-thread"
-        )
+        # Daemon threads, not a ThreadPoolExecutor: the executor joins its threads
+        # at interpreter exit, so a job still running after a stop would keep the
+        # process alive although its claim was already handed back.
+        self._queue = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(
+                target=self._serve, name=f"{self.name}-thread-{index}", daemon=True
+            )
+            for index in range(self.size)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self):
-        """Stop taking work; running sync jobs end with the process."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop taking work; jobs still running end with the process."""
+        self._stopped = True
+        if self._queue is not None:
+            for _ in self._threads:
+                self._queue.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop_thread.join(timeout=1)
-            if not self._loop.is_running():
-                self._loop.close()
 
     @property
     def idle_threads(self):
@@ -47,13 +62,13 @@ class Pool:
     def post(self, function):
         """Run function() on a thread."""
         self._reserve()
-        self._executor.submit(function).add_done_callback(self._finished)
+        self._queue.put(function)
 
     def post_coroutine(self, coroutine_function):
         """Run coroutine_function() on the pool's event loop."""
         self._reserve()
         future = asyncio.run_coroutine_threadsafe(coroutine_function(), self.loop)
-        future.add_done_callback(self._finished)
+        future.add_done_callback(self._coroutine_finished)
 
     def wait_until_idle(self, timeout):
         """Block until no job runs or the timeout passes; return whether idle."""
@@ -70,18 +85,45 @@ class Pool:
             self._loop_thread.start()
         return self._loop
 
-    def _reserve(self):
-        with self._idle:
-            self._busy += 1
+    def _serve(self):
+        while (function := self._queue.get()) is not None:
+            if self._stopped:
+                # Never started: its claim is handed back when the worker leaves.
+                self._release()
+                continue
+            try:
+                result = function()
+            except BaseException:  # noqa: BLE001 - a pool thread must survive
+                logger.exception("%s: a job runner crashed", self.name)
+                self._release()
+                continue
+            self._deliver(result)
 
-    def _finished(self, future):
-        with self._idle:
-            self._busy -= 1
-            self._idle.notify_all()
+    def _coroutine_finished(self, future):
         if future.cancelled():
+            self._release()
             return
         error = future.exception()
         if error is not None:
             logger.error("%s: a job runner crashed", self.name, exc_info=error)
+            self._release()
             return
-        self.on_done(future.result())
+        self._deliver(future.result())
+
+    def _deliver(self, result):
+        # Report before freeing the slot: whoever sees the pool idle (a stopping
+        # worker's last record_outcomes) must also see this result, or the
+        # finished job would be handed back and run again.
+        self.on_done(result)
+        self._release()
+
+    def _reserve(self):
+        with self._idle:
+            self._busy += 1
+
+    def _release(self):
+        with self._idle:
+            self._busy -= 1
+            self._idle.notify_all()
+        if self.on_free is not None:
+            self.on_free()

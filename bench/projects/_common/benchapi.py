@@ -36,3 +36,12 @@ def prefill_in_transactions(enqueue_one: Callable[[], object], n: int) -> None:
                 enqueue_one()
 
     prefill_in_chunks(chunk, n, 1_000)
+
+
+def count_rows(table: str) -> int:
+    """Number of rows in `table` (for systems whose table has no importable model)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
+        return cursor.fetchone()[0]

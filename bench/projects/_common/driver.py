@@ -2,7 +2,8 @@
 
 Run with the project directory as cwd. Prints one line 'BENCH_RESULT <json>'.
 Each project provides a bench_api module with TABLE_PREFIXES, enqueue_noop(),
-enqueue_latency(marker), enqueue_bulk(n) or None, prefill(n) and finished().
+enqueue_latency(marker), enqueue_bulk(n) or None, prefill(n), finished() and
+failed().
 """
 
 import argparse
@@ -65,6 +66,8 @@ def wait_finished(expected: int, timeout: float, stall: float) -> dict:
 
     def check():
         count, first, last = bench_api.finished()
+        if count < expected and (failures := bench_api.failed()):
+            raise RuntimeError(f"{failures} jobs failed: see the worker log")
         return count >= expected, (count, first, last), count
 
     count, first, last = poll(

@@ -21,4 +21,8 @@ def prefill(n: int) -> None:
 
 
 def finished() -> tuple[int, float | None, float | None]:
-    return finished_stats(DBTaskResult.objects.all(), "finished_at")
+    return finished_stats(DBTaskResult.objects.successful(), "finished_at")
+
+
+def failed() -> int:
+    return DBTaskResult.objects.failed().count()

@@ -26,3 +26,7 @@ def prefill(n: int) -> None:
 def finished() -> tuple[int, float | None, float | None]:
     # procrastinate_jobs has no finish time; its trigger logs one event per status.
     return finished_stats(ProcrastinateEvent.objects.filter(type="succeeded"), "at")
+
+
+def failed() -> int:
+    return ProcrastinateEvent.objects.filter(type="failed").count()

@@ -1,6 +1,6 @@
 """steady_queue (this repository) operations for the benchmark driver."""
 
-from benchapi import finished_stats, prefill_in_chunks
+from benchapi import count_rows, finished_stats, prefill_in_chunks
 from django.apps import apps
 from steady_queue import enqueue_many
 from tasks import noop, record_start
@@ -35,3 +35,7 @@ def _job_model():
 
 def finished() -> tuple[int, float | None, float | None]:
     return finished_stats(_job_model().objects.all(), "finished_at")
+
+
+def failed() -> int:
+    return count_rows("steady_queue_failed_executions")

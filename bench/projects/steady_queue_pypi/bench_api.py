@@ -1,6 +1,6 @@
 """steady-queue 0.3.0 (PyPI) operations for the benchmark driver (no bulk API)."""
 
-from benchapi import finished_stats, prefill_in_transactions
+from benchapi import count_rows, finished_stats, prefill_in_transactions
 from steady_queue.models import Job
 from tasks import noop, record_start
 
@@ -22,3 +22,7 @@ def prefill(n: int) -> None:
 
 def finished() -> tuple[int, float | None, float | None]:
     return finished_stats(Job.objects.all(), "finished_at")
+
+
+def failed() -> int:
+    return count_rows("steady_queue_failedexecution")
