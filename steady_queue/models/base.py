@@ -73,6 +73,31 @@ class QueueQuerySet(models.QuerySet):
             rows = cursor.fetchall()
         return self._convert_raw_rows(rows, fields)
 
+    def run_prepared(self, sql, params):
+        """Run a hot-path statement as a prepared statement (PostgreSQL); return rows.
+
+        Django's psycopg cursors bind parameters client-side, so PostgreSQL plans
+        every call anew; for the CTE statements of the hot path, planning costs
+        more than executing. A server-side cursor with prepare=True plans once per
+        connection.
+        """
+        import psycopg
+
+        self.connection.ensure_connection()
+        with self.connection.wrap_database_errors:
+            with psycopg.Cursor(self.connection.connection) as cursor:
+                cursor.execute(sql, params, prepare=True)
+                return cursor.fetchall() if cursor.description else []
+
+    def instances_from_rows(self, rows):
+        """Build model instances from raw rows holding every concrete column."""
+        fields = [field.name for field in self.model._meta.concrete_fields]
+        names = [field.attname for field in self.model._meta.concrete_fields]
+        return [
+            self.model.from_db(self.db, names, row)
+            for row in self._convert_raw_rows(rows, fields)
+        ]
+
     def _convert_raw_rows(self, rows, fields):
         # Raw rows skip the ORM's converters (SQLite returns datetimes as text).
         meta = self.model._meta

@@ -1,5 +1,7 @@
 """ClaimedExecution: a job a live process has taken and is running."""
 
+import json
+
 from django.db import models, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
@@ -14,6 +16,43 @@ OUTCOME_FIELDS = [
     "return_value",
     "errors",
 ]
+
+
+# Finalize on PostgreSQL in one round trip: delete the claims this process still
+# holds and write the outcomes of exactly those jobs. The new field values are
+# computed in Python (Outcome.apply_to) and passed as arrays.
+FINALIZE_SQL = """
+WITH outcome AS (
+    SELECT * FROM unnest(
+        %s::bigint[], %s::boolean[], %s::timestamptz[], %s::timestamptz[],
+        %s::timestamptz[], %s::jsonb[], %s::jsonb[], %s::jsonb[]
+    ) AS o(job_id, succeeded, finished_at, started_at, last_attempted_at,
+           worker_ids, return_value, errors)
+),
+released AS (
+    DELETE FROM steady_queue_claimed_executions claim USING outcome
+    WHERE claim.job_id = outcome.job_id AND claim.process_id = %s
+    RETURNING claim.job_id
+),
+kept AS (
+    UPDATE steady_queue_jobs job
+    SET finished_at = o.finished_at, started_at = o.started_at,
+        last_attempted_at = o.last_attempted_at, worker_ids = o.worker_ids,
+        return_value = o.return_value, errors = o.errors
+    FROM released JOIN outcome o USING (job_id)
+    WHERE job.id = released.job_id AND (%s OR NOT o.succeeded)
+),
+dropped AS (
+    DELETE FROM steady_queue_jobs job USING released JOIN outcome o USING (job_id)
+    WHERE job.id = released.job_id AND o.succeeded AND NOT %s
+),
+failed AS (
+    INSERT INTO steady_queue_failed_executions (job_id, created_at)
+    SELECT job_id, %s FROM released JOIN outcome o USING (job_id)
+    WHERE NOT o.succeeded
+)
+SELECT job_id FROM released
+"""
 
 
 class ClaimedExecutionQuerySet(ExecutionQuerySet):
@@ -50,12 +89,38 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         if not outcomes:
             return []
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
+        if self.connection.vendor == "postgresql":
+            held_ids = self._finalize_in_one_statement(
+                outcomes, process_id, preserve_finished_jobs
+            )
+            return [by_id[job_id] for job_id in sorted(held_ids)]
         with transaction.atomic(using=self.db):
             held = self.held_by(process_id).filter(job_id__in=sorted(by_id))
             held_ids = sorted(row[0] for row in held.delete_returning(["job"]))
             recorded = [by_id[job_id] for job_id in held_ids]
             self._record(recorded, preserve_finished_jobs)
         return recorded
+
+    def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
+        jobs = [outcome.apply_to(outcome.job) for outcome in outcomes]
+        columns = [
+            [job.pk for job in jobs],
+            [outcome.succeeded for outcome in outcomes],
+            [job.finished_at for job in jobs],
+            [job.started_at for job in jobs],
+            [job.last_attempted_at for job in jobs],
+            [json.dumps(job.worker_ids) for job in jobs],
+            [json.dumps(job.return_value) for job in jobs],
+            [json.dumps(job.errors) for job in jobs],
+        ]
+        params = [
+            *columns,
+            process_id,
+            preserve_finished_jobs,
+            preserve_finished_jobs,
+            timezone.now(),
+        ]
+        return [row[0] for row in self.run_prepared(FINALIZE_SQL, params)]
 
     def release_all(self):
         """Put these claimed jobs back to ready (unstarted or interrupted)."""

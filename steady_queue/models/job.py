@@ -44,26 +44,31 @@ class JobQuerySet(QueueQuerySet):
 
     def _enqueue_in_one_statement(self, job):
         sql = INSERT_SCHEDULED_SQL if job.is_scheduled else INSERT_READY_SQL
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                [
-                    job.queue_name,
-                    job.task_path,
-                    json.dumps(job.arguments),
-                    job.priority,
-                    job.backend_name,
-                    job.scheduled_at,
-                    job.enqueued_at,
-                ],
-            )
-            job.pk = cursor.fetchone()[0]
+        rows = self.run_prepared(
+            sql,
+            [
+                job.queue_name,
+                job.task_path,
+                json.dumps(job.arguments),
+                job.priority,
+                job.backend_name,
+                job.scheduled_at,
+                job.enqueued_at,
+            ],
+        )
+        job.pk = rows[0][0]
         job._state.adding = False
         job._state.db = self.db
         return job
 
-    def enqueue_all(self, jobs, batch_size=1000):
+    def enqueue_batch_size(self, limit=1000):
+        """How many jobs one multi-row insert can carry on this database."""
+        fields = self.model._meta.concrete_fields
+        return max(1, min(limit, self.connection.ops.bulk_batch_size(fields, [None])))
+
+    def enqueue_all(self, jobs, batch_size=None):
         """Insert unsaved jobs and their executions: one insert per table per batch."""
+        batch_size = batch_size or self.enqueue_batch_size()
         saved = []
         for start in range(0, len(jobs), batch_size):
             batch = jobs[start : start + batch_size]
@@ -155,6 +160,11 @@ class Job(models.Model):
 
     def __str__(self):
         return f"Job {self.pk} ({self.task_path})"
+
+    @classmethod
+    def select_columns(cls, alias):
+        """Every column, qualified by a table alias, for hand-written SELECTs."""
+        return ", ".join(f"{alias}.{field.column}" for field in cls._meta.concrete_fields)
 
     @property
     def args(self):

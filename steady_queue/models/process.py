@@ -45,7 +45,8 @@ class ProcessQuerySet(QueueQuerySet):
                 f"{process.last_heartbeat_at:%Y-%m-%d %H:%M:%S%z}) and was pruned "
                 "while running this job."
             )
-            process.deregister(
+            # Kept on the instance so the caller can report the failed jobs.
+            process.resolved_job_ids = process.deregister(
                 claims_error=error_payload(ProcessPrunedError, message)
             )
             pruned.append(process)

@@ -5,6 +5,25 @@ from django.utils import timezone
 
 from .execution import Execution, ExecutionQuerySet
 
+# Claim on PostgreSQL in one round trip, without BEGIN/COMMIT: pick rows with
+# SKIP LOCKED, move them to claimed, and return the claimed jobs in claim order.
+CLAIM_SQL = """
+WITH picked AS ({pick}),
+taken AS (
+    DELETE FROM steady_queue_ready_executions ready USING picked
+    WHERE ready.job_id = picked.job_id
+    RETURNING ready.job_id
+),
+claimed AS (
+    INSERT INTO steady_queue_claimed_executions (job_id, process_id, created_at)
+    SELECT job_id, %s, %s FROM taken
+    RETURNING job_id
+)
+SELECT {job_columns} FROM steady_queue_jobs job
+JOIN claimed ON claimed.job_id = job.id
+ORDER BY job.priority DESC, job.id
+"""
+
 
 class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
@@ -44,8 +63,10 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         from .claimed_execution import ClaimedExecution
         from .job import Job
 
-        claimed_ids = []
         now = timezone.now()
+        if self.connection.vendor == "postgresql":
+            return self._claim_in_one_statement(selector, limit, process_id, now)
+        claimed_ids = []
         for queryset in selector.querysets(self):
             remaining = limit - len(claimed_ids)
             if remaining <= 0:
@@ -62,6 +83,27 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             return []
         jobs = Job.objects.using(self.db).in_bulk(claimed_ids)
         return [jobs[pk].claimed(now) for pk in claimed_ids]
+
+    def _claim_in_one_statement(self, selector, limit, process_id, now):
+        from .job import Job
+
+        claimed = []
+        for queryset in selector.querysets(self):
+            remaining = limit - len(claimed)
+            if remaining <= 0:
+                break
+            pick = queryset.in_claim_order().values("job_id")[:remaining]
+            pick_sql, pick_params = pick.query.get_compiler(using=self.db).as_sql()
+            # The statement is its own transaction, so the lock is added by hand:
+            # the ORM only allows select_for_update() inside atomic().
+            sql = CLAIM_SQL.format(
+                pick=f"{pick_sql} FOR UPDATE SKIP LOCKED",
+                job_columns=Job.select_columns("job"),
+            )
+            jobs = Job.objects.using(self.db)
+            rows = jobs.run_prepared(sql, [*pick_params, process_id, now])
+            claimed.extend(job.claimed(now) for job in jobs.instances_from_rows(rows))
+        return claimed
 
 
 def _claim_order(row):

@@ -188,10 +188,22 @@ def test_enqueue_many_writes_one_row_per_call():
     ]
 
 
-def test_enqueue_many_uses_a_constant_number_of_statements(django_assert_max_num_queries):
+def test_enqueue_many_writes_one_insert_per_table_per_batch(
+    django_assert_max_num_queries,
+):
+    batch = Job.objects.enqueue_batch_size()
     with django_assert_max_num_queries(4):
-        enqueue_many(tasks.noop, [((), {})] * 300)
-    assert Job.objects.count() == 300
+        enqueue_many(tasks.noop, [((), {})] * batch)
+    assert Job.objects.count() == batch
+
+
+def test_enqueue_many_statements_grow_with_batches_not_calls(
+    django_assert_max_num_queries,
+):
+    batch = Job.objects.enqueue_batch_size()
+    with django_assert_max_num_queries(4 * 3):
+        enqueue_many(tasks.noop, [((), {})] * (batch * 3))
+    assert Job.objects.count() == batch * 3
 
 
 def test_enqueue_many_rejects_every_call_when_one_is_bad():
