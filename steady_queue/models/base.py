@@ -2,6 +2,10 @@
 
 from django.db import connections, models, transaction
 
+# PostgreSQL channel on which new ready jobs are announced; workers LISTEN on it
+# so they need not wait for their next poll.
+READY_CHANNEL = "steady_queue_ready"
+
 
 class QueueQuerySet(models.QuerySet):
     """QuerySet with the row-locking verbs the hot paths need."""
@@ -73,6 +77,16 @@ class QueueQuerySet(models.QuerySet):
             rows = cursor.fetchall()
         return self._convert_raw_rows(rows, fields)
 
+    def notify_ready(self, queue_names):
+        """Announce new ready jobs (PostgreSQL), delivered when the transaction commits."""
+        if self.connection.vendor != "postgresql" or not queue_names:
+            return
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name",
+                [READY_CHANNEL, sorted(set(queue_names))],
+            )
+
     def run_prepared(self, sql, params):
         """Run a hot-path statement as a prepared statement (PostgreSQL); return rows.
 
@@ -83,10 +97,14 @@ class QueueQuerySet(models.QuerySet):
         """
         import psycopg
 
+        # Django's documented switch for PgBouncer in transaction mode turns
+        # prepared statements off; honour it here too.
+        options = self.connection.settings_dict.get("OPTIONS", {})
+        prepare = options.get("prepare_threshold", 0) is not None
         self.connection.ensure_connection()
         with self.connection.wrap_database_errors:
             with psycopg.Cursor(self.connection.connection) as cursor:
-                cursor.execute(sql, params, prepare=True)
+                cursor.execute(sql, params, prepare=prepare)
                 return cursor.fetchall() if cursor.description else []
 
     def instances_from_rows(self, rows):

@@ -6,7 +6,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from .base import QueueQuerySet
+from .base import READY_CHANNEL, QueueQuerySet
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -17,16 +17,24 @@ WITH job AS (
          enqueued_at, errors, worker_ids)
     VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+),
+execution AS (
+    INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
+    SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
+    RETURNING job_id, queue_name
 )
-INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
-SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
-RETURNING job_id
+SELECT job_id{notify} FROM execution
 """
+# A ready job is announced to listening workers (delivered at commit).
 INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_ready_executions", extra_columns=""
+    table="steady_queue_ready_executions",
+    extra_columns="",
+    notify=f", pg_notify('{READY_CHANNEL}', queue_name)",
 )
 INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_scheduled_executions", extra_columns=", scheduled_at"
+    table="steady_queue_scheduled_executions",
+    extra_columns=", scheduled_at",
+    notify="",
 )
 
 

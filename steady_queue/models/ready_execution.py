@@ -38,6 +38,8 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_all_for(self, jobs, now=None):
         """Make saved jobs ready to run, in one insert."""
         now = now or timezone.now()
+        jobs = list(jobs)
+        self.notify_ready({job.queue_name for job in jobs})
         return self.bulk_create(
             [
                 self.model(

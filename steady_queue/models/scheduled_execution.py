@@ -57,6 +57,7 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                     for job_id, queue_name, priority in rows
                 ]
             )
+            self.notify_ready({queue_name for _, queue_name, _ in rows})
         return len(rows)
 
 
