@@ -49,9 +49,9 @@ def run_supervisor():
 
     started = []
 
-    def start(**only):
+    def start(alias="default", **only):
         # Looked up now, so a test's settings override reaches the supervisor.
-        backend = task_backends["default"]
+        backend = task_backends[alias]
         supervisor = ThreadSupervisor(backend, child_specs(backend.config, **only))
         thread = threading.Thread(target=supervisor.start, daemon=True)
         thread.start()
