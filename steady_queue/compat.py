@@ -63,7 +63,9 @@ else:  # pragma: no cover - exercised by the Django 5.2 test run
     try:
         from django_tasks.exceptions import InvalidTask, InvalidTaskBackend
     except ImportError:
-        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
+        from django_tasks.exceptions import (
+            InvalidTaskBackendError as InvalidTaskBackend,
+        )
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
 
     FRAMEWORK = "django_tasks"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+
 from django.core.exceptions import ImproperlyConfigured
 
 MODES = ("fork", "thread")

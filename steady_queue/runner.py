@@ -31,7 +31,7 @@ class JobRunner:
         try:
             call = self._start(job, task)
             value = task.func(*call.args, **call.kwargs)
-        except BaseException as error:  # noqa: BLE001 - recorded as the outcome
+        except BaseException as error:
             return self._failed(job, error)
         finally:
             close_old_connections()
@@ -42,7 +42,7 @@ class JobRunner:
         try:
             call = self._start(job, task)
             value = await task.func(*call.args, **call.kwargs)
-        except BaseException as error:  # noqa: BLE001 - recorded as the outcome
+        except BaseException as error:
             return self._failed(job, error)
         return self._returned(job, value)
 
@@ -53,7 +53,9 @@ class JobRunner:
     def report_finished(self, outcome, task):
         """Send task_finished for a recorded outcome (failures with their exc_info)."""
         status = (
-            TaskResultStatus.SUCCESSFUL if outcome.succeeded else TaskResultStatus.FAILED
+            TaskResultStatus.SUCCESSFUL
+            if outcome.succeeded
+            else TaskResultStatus.FAILED
         )
         result = build_result(outcome.job, task, status=status)
         if outcome.succeeded or outcome.exception is None:
@@ -61,7 +63,7 @@ class JobRunner:
             return
         try:
             raise outcome.exception
-        except BaseException:  # noqa: BLE001 - re-raised only to set exc_info
+        except BaseException:
             # Receivers read sys.exc_info() to log the traceback.
             task_finished.send(self.backend_class, task_result=result)
 

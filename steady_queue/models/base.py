@@ -78,7 +78,7 @@ class QueueQuerySet(models.QuerySet):
         return self._convert_raw_rows(rows, fields)
 
     def notify_ready(self, queue_names):
-        """Announce new ready jobs (PostgreSQL), delivered when the transaction commits."""
+        """Tell listening workers about new ready jobs (PostgreSQL, sent at commit)."""
         if self.connection.vendor != "postgresql" or not queue_names:
             return
         with self.connection.cursor() as cursor:

@@ -89,7 +89,11 @@ class JobQuerySet(QueueQuerySet):
                         job.save(using=self.db, force_insert=True)
                 for execution_class in {job.execution_class() for job in batch}:
                     execution_class.objects.using(self.db).create_all_for(
-                        [job for job in batch if job.execution_class() is execution_class]
+                        [
+                            job
+                            for job in batch
+                            if job.execution_class() is execution_class
+                        ]
                     )
             saved.extend(batch)
         return saved
@@ -122,7 +126,7 @@ class JobQuerySet(QueueQuerySet):
         )
 
     def clear_finished(self, finished_before, batch_size=500):
-        """Delete successful jobs finished before a time, in batches; return the count."""
+        """Delete successful jobs that finished before a time; return how many."""
         deleted = 0
         while True:
             ids = list(
@@ -133,9 +137,9 @@ class JobQuerySet(QueueQuerySet):
             if not ids:
                 return deleted
             # Finished jobs have no execution rows left to cascade to.
-            deleted += self.model.objects.using(self.db).filter(
-                pk__in=ids
-            ).delete_rows()
+            deleted += (
+                self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            )
 
 
 class Job(models.Model):
@@ -160,11 +164,9 @@ class Job(models.Model):
 
     class Meta:
         db_table = "steady_queue_jobs"
-        indexes = [
-            models.Index(fields=["finished_at"], name="sq_job_finished"),
-            models.Index(fields=["queue_name", "finished_at"], name="sq_job_filter"),
-            models.Index(fields=["task_path", "finished_at"], name="sq_job_task"),
-        ]
+        # Every index here is rewritten when a job finishes: keep only what
+        # clearing finished jobs needs.
+        indexes = [models.Index(fields=["finished_at"], name="sq_job_finished")]
 
     def __str__(self):
         return f"Job {self.pk} ({self.task_path})"
@@ -172,7 +174,9 @@ class Job(models.Model):
     @classmethod
     def select_columns(cls, alias):
         """Every column, qualified by a table alias, for hand-written SELECTs."""
-        return ", ".join(f"{alias}.{field.column}" for field in cls._meta.concrete_fields)
+        return ", ".join(
+            f"{alias}.{field.column}" for field in cls._meta.concrete_fields
+        )
 
     @property
     def args(self):

@@ -45,7 +45,9 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
 
         now = timezone.now()
         with transaction.atomic(using=self.db):
-            rows = self.due(now).pop_batch(batch_size, ["job", "queue_name", "priority"])
+            rows = self.due(now).pop_batch(
+                batch_size, ["job", "queue_name", "priority"]
+            )
             ReadyExecution.objects.using(self.db).bulk_create(
                 [
                     ReadyExecution(

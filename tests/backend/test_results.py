@@ -63,7 +63,7 @@ def test_a_failure_is_read_back_with_class_message_and_traceback(run_supervisor)
     assert error.exception_class is ValueError
     assert error.exception_class_path == "builtins.ValueError"
     assert error.traceback.endswith("ValueError: disk on fire\n")
-    assert 'raise ValueError(message)' in error.traceback
+    assert "raise ValueError(message)" in error.traceback
     with pytest.raises(ValueError, match="Task failed"):
         result.return_value  # noqa: B018
 
