@@ -9,4 +9,6 @@ class SteadyQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import log  # noqa: F401 - connects the log receivers
+        # Importing the framework registers its system checks (django.tasks does
+        # that on import); without it `manage.py check` skips our backend checks.
+        from . import compat, log  # noqa: F401 - also connects the log receivers

@@ -43,3 +43,30 @@ def test_the_running_check_framework_includes_our_checks(settings):
     }
     found = checks.run_checks(databases=["default"])
     assert "steady_queue.E002" in {m.id for m in found}
+
+
+def test_manage_py_check_reports_bad_options_in_a_fresh_process():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from steady_queue.compat import FRAMEWORK_APP
+
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.broken_settings",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    if FRAMEWORK_APP:
+        pytest.skip("on Django 5.2 the backport app must be installed to check")
+    finished = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode != 0
+    assert "steady_queue.E002" in finished.stderr
+    assert "['mode'] must be one of fork, thread; got 'async'" in finished.stderr
