@@ -1,0 +1,291 @@
+"""manage.py demo: enqueue the shop's example tasks, wait for them, report.
+
+scripts/demo (``make demo``) runs ``demo enqueue``, starts ``manage.py
+steady_queue``, runs ``demo wait``, stops the supervisor and runs ``demo report``.
+The three steps share a small JSON manifest of what was enqueued.
+"""
+
+import json
+import os
+import tempfile
+import time
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import steady_queue
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from shop import tasks
+from shop.models import Order
+
+try:
+    from django.tasks import TaskResultStatus
+    from django.tasks.exceptions import TaskResultDoesNotExist
+except ImportError:  # Django 5.2 with the django-tasks backport
+    from django_tasks import TaskResultStatus
+    from django_tasks.exceptions import TaskResultDoesNotExist
+
+REMINDER_DELAY = 5  # seconds; long enough to see the dispatcher at work
+
+
+class RolledBack(Exception):
+    """Raised on purpose to roll a transaction back."""
+
+
+class Command(BaseCommand):
+    help = "Enqueue the example tasks, wait for them to finish, or report on them."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "action", choices=["enqueue", "wait", "report"], help="The step to run."
+        )
+        parser.add_argument(
+            "--manifest",
+            default=str(Path(tempfile.gettempdir()) / "steady_queue_demo.json"),
+            help="Where the enqueued result ids are kept between steps.",
+        )
+        parser.add_argument(
+            "--timeout", type=float, default=60, help="wait: give up after this long."
+        )
+        parser.add_argument(
+            "--supervisor-pid",
+            type=int,
+            help="wait: stop waiting if this process (the supervisor) exits.",
+        )
+
+    def handle(self, *args, action, manifest, **options):
+        manifest = Path(manifest)
+        if action == "enqueue":
+            self.enqueue(manifest)
+        elif action == "wait":
+            entries = self.read(manifest)
+            self.wait(entries, options["timeout"], options["supervisor_pid"])
+        else:
+            self.report(self.read(manifest))
+
+    # --- enqueue -----------------------------------------------------------
+
+    def enqueue(self, manifest):
+        orders = [
+            Order.objects.create(
+                customer_email=email, item=item, amount=Decimal(amount)
+            )
+            for email, item, amount in [
+                ("ada@example.com", "Cast-iron teapot", "42.00"),
+                ("grace@example.com", "Loose-leaf sampler", "18.50"),
+                ("linus@example.com", "Tea towel", "7.25"),
+            ]
+        ]
+        first, second, third = orders
+        entries = []
+
+        def add(result, call, expect=TaskResultStatus.SUCCESSFUL, note=""):
+            entries.append(
+                {
+                    "id": result.id,
+                    "task": result.task.module_path,
+                    "call": call,
+                    "queue": result.task.queue_name,
+                    "priority": result.task.priority,
+                    "expect": expect,
+                    "note": note,
+                }
+            )
+
+        # 1. Enqueue inside the transaction that creates the data it needs.
+        with transaction.atomic():
+            result = tasks.send_order_confirmation.enqueue(first.pk)
+            first.confirmation_task_id = result.id
+            first.save(update_fields=["confirmation_task_id"])
+        add(result, f"send_order_confirmation({first.pk})", note="in atomic()")
+
+        # 2. Many calls of one task in a few INSERTs.
+        for order, result in zip(
+            (second, third),
+            steady_queue.enqueue_many(
+                tasks.send_order_confirmation,
+                [((order.pk,), {}) for order in (second, third)],
+            ),
+            strict=True,
+        ):
+            add(result, f"send_order_confirmation({order.pk})", note="enqueue_many")
+
+        # 3. A report that returns a dict; low priority on the reports queue.
+        add(tasks.build_sales_report.enqueue(), "build_sales_report()")
+
+        # 4. An async task.
+        add(tasks.fetch_exchange_rate.enqueue("EUR"), "fetch_exchange_rate('EUR')")
+
+        # 5. A task that raises.
+        add(
+            tasks.charge_card.enqueue(third.pk),
+            f"charge_card({third.pk})",
+            expect=TaskResultStatus.FAILED,
+            note="fails on purpose",
+        )
+
+        # 6. Deferred: not ready before run_after.
+        run_after = timezone.now() + timedelta(seconds=REMINDER_DELAY)
+        add(
+            tasks.send_review_reminder.using(run_after=run_after).enqueue(first.pk),
+            f"send_review_reminder({first.pk})",
+            note=f"run_after +{REMINDER_DELAY}s",
+        )
+
+        # 7. High priority on a queue with its own worker.
+        add(
+            tasks.alert_fraud_team.enqueue(second.pk, "new card, large order"),
+            f"alert_fraud_team({second.pk}, ...)",
+            note="urgent queue",
+        )
+
+        # 8. Enqueue inside a transaction that rolls back: no job is left.
+        try:
+            with transaction.atomic():
+                doomed = tasks.send_order_confirmation.enqueue(first.pk)
+                raise RolledBack
+        except RolledBack:
+            pass
+        try:
+            tasks.send_order_confirmation.get_result(doomed.id)
+            rolled_back = False
+        except TaskResultDoesNotExist:
+            rolled_back = True
+
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps(entries, indent=2))
+
+        self.stdout.write(
+            f"Created {len(orders)} orders and enqueued {len(entries)} tasks "
+            f"(database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})."
+        )
+        for entry in entries:
+            note = f"  ({entry['note']})" if entry["note"] else ""
+            self.stdout.write(
+                f"  result {entry['id']:>3}  {entry['call']:<28} "
+                f"queue {entry['queue']:<8} priority {entry['priority']:>3}{note}"
+            )
+        if not rolled_back:
+            raise CommandError("A job enqueued in a rolled-back transaction survived.")
+        self.stdout.write(
+            "One more confirmation was enqueued inside a transaction that rolled "
+            "back:\nits job went with it (get_result() raises TaskResultDoesNotExist)."
+        )
+
+    # --- wait --------------------------------------------------------------
+
+    def wait(self, entries, timeout, supervisor_pid):
+        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        last = None
+        while True:
+            results = [self.result(entry) for entry in entries]
+            finished = sum(result.is_finished for result in results)
+            if finished != last:
+                self.stdout.write(
+                    f"  {time.monotonic() - started:5.1f}s  "
+                    f"{finished} of {len(entries)} tasks finished"
+                )
+                last = finished
+            if finished == len(entries):
+                return
+            if supervisor_pid and not _is_running(supervisor_pid):
+                raise CommandError("The supervisor exited before every task finished.")
+            if time.monotonic() >= deadline:
+                raise CommandError(
+                    f"Gave up after {timeout:g}s with {len(entries) - finished} "
+                    "task(s) unfinished."
+                )
+            time.sleep(0.25)
+
+    # --- report ------------------------------------------------------------
+
+    def report(self, entries):
+        rows = []
+        unexpected = []
+        for entry in entries:
+            result = self.result(entry)
+            if result.status == TaskResultStatus.SUCCESSFUL:
+                outcome = json.dumps(result.return_value)
+            elif result.status == TaskResultStatus.FAILED and result.errors:
+                outcome = result.errors[-1].traceback.strip().splitlines()[-1]
+            else:
+                outcome = "-"
+            ok = result.status == entry["expect"]
+            if not ok:
+                unexpected.append(entry)
+            rows.append(
+                [
+                    entry["id"],
+                    entry["call"],
+                    entry["queue"],
+                    str(entry["priority"]),
+                    result.status + ("" if ok else " (!)"),
+                    str(result.attempts),
+                    _shorten(outcome, 56),
+                ]
+            )
+        header = ["id", "task", "queue", "prio", "status", "tries", "result / error"]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(7)]
+        right = {0, 3, 5}
+
+        def line(cells):
+            return "  ".join(
+                cell.rjust(width) if i in right else cell.ljust(width)
+                for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+
+        self.stdout.write(line(header))
+        self.stdout.write(line(["-" * width for width in widths]))
+        for row in rows:
+            self.stdout.write(line(row))
+        self.stdout.write("")
+        if unexpected:
+            for entry in unexpected:
+                self.stderr.write(
+                    f"result {entry['id']} ({entry['call']}) should be "
+                    f"{entry['expect']}."
+                )
+            raise CommandError(f"{len(unexpected)} task(s) did not end as expected.")
+        failed = sum(entry["expect"] == TaskResultStatus.FAILED for entry in entries)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"All {len(entries)} tasks ended as expected: "
+                f"{len(entries) - failed} SUCCESSFUL, {failed} FAILED on purpose."
+            )
+        )
+
+    # --- helpers -----------------------------------------------------------
+
+    def read(self, manifest):
+        try:
+            return json.loads(manifest.read_text())
+        except FileNotFoundError:
+            raise CommandError(
+                f"{manifest} does not exist; run 'manage.py demo enqueue' first."
+            ) from None
+
+    def result(self, entry):
+        return import_string(entry["task"]).get_result(entry["id"])
+
+
+def _is_running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # An exited child that its parent has not reaped yet is a zombie.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _shorten(text, width):
+    return text if len(text) <= width else text[: width - 3] + "..."

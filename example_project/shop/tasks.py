@@ -1,0 +1,76 @@
+"""The shop's background tasks: each shows one feature of steady_queue.
+
+Arguments and return values are stored as JSON, so tasks take an order's
+primary key, never the Order itself, and return plain dicts.
+"""
+
+import asyncio
+from decimal import Decimal
+
+from django.core.mail import send_mail
+from django.db.models import Count, Sum
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2 with the django-tasks backport
+    from django_tasks import task
+
+from .models import Order
+
+
+class PaymentDeclined(Exception):
+    """The (pretend) payment provider refused the card."""
+
+
+@task(queue_name="mail")
+def send_order_confirmation(order_id):
+    """Email the customer; with the console backend the mail is printed."""
+    order = Order.objects.get(pk=order_id)
+    subject = f"Your order #{order.pk}: {order.item}"
+    sent = send_mail(
+        subject,
+        f"Thanks! We received {order.amount} for {order.item}.",
+        None,
+        [order.customer_email],
+    )
+    return {"to": order.customer_email, "subject": subject, "sent": sent}
+
+
+@task(queue_name="reports", priority=-10)
+def build_sales_report():
+    """Summarise every order; the dict is stored as the task's return value."""
+    totals = Order.objects.aggregate(orders=Count("pk"), revenue=Sum("amount"))
+    return {
+        "orders": totals["orders"],
+        "revenue": str(totals["revenue"] or Decimal("0")),
+    }
+
+
+@task
+async def fetch_exchange_rate(currency):
+    """An async task: it runs on the worker's event loop, next to other ones."""
+    await asyncio.sleep(0.5)  # stands in for an HTTP call
+    rates = {"EUR": "0.92", "GBP": "0.79", "JPY": "151.20"}
+    return {"currency": currency, "rate": rates[currency]}
+
+
+@task
+def charge_card(order_id):
+    """Always fails, to show how a failure is recorded."""
+    raise PaymentDeclined(f"card declined for order {order_id}")
+
+
+@task(takes_context=True)
+def send_review_reminder(context, order_id):
+    """Enqueued with run_after: a dispatcher releases it when the time comes."""
+    return {
+        "order": order_id,
+        "result_id": context.task_result.id,
+        "attempt": context.attempt,
+    }
+
+
+@task(queue_name="urgent", priority=50)
+def alert_fraud_team(order_id, reason):
+    """High priority on a queue with its own worker."""
+    return {"order": order_id, "reason": reason, "alerted": True}
