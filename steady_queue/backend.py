@@ -44,7 +44,8 @@ class SteadyQueueBackend(BaseTaskBackend):
         """Validate a call, write its job row, and return its READY result."""
         from .models import Job
 
-        job = self._build_job(task, args, kwargs)
+        self._validate(task)
+        job = self._job_for(task, args, kwargs, timezone.now())
         Job.objects.using(self.database).enqueue(job)
         return self._enqueued(job, task)
 
@@ -56,7 +57,9 @@ class SteadyQueueBackend(BaseTaskBackend):
         """
         from .models import Job
 
-        jobs = [self._build_job(task, args, kwargs) for args, kwargs in calls]
+        self._validate(task)
+        now = timezone.now()
+        jobs = [self._job_for(task, args, kwargs, now) for args, kwargs in calls]
         jobs = Job.objects.using(self.database).enqueue_all(jobs)
         return [self._enqueued(job, task) for job in jobs]
 
@@ -78,12 +81,14 @@ class SteadyQueueBackend(BaseTaskBackend):
     def check(self, **kwargs):
         return checks.check_backend(self, **kwargs)
 
-    def _build_job(self, task, args, kwargs):
-        from .models import Job
-
+    def _validate(self, task):
+        """Check the task again (settings may have changed) and the OPTIONS."""
         self.validate_task(task)
         self.config  # noqa: B018 - a misconfigured backend must not write rows
-        now = timezone.now()
+
+    def _job_for(self, task, args, kwargs, now):
+        from .models import Job
+
         return Job(
             queue_name=task.queue_name,
             task_path=task.module_path,

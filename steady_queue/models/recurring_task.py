@@ -1,8 +1,79 @@
 """RecurringTask: a schedule that enqueues a task on every tick."""
 
-from django.db import models
+from functools import cached_property
 
-from .base import QueueManager
+from django.db import IntegrityError, models, transaction
+
+from ..arguments import serialize_arguments
+from ..exceptions import RecurringTaskError
+from ..recurring.schedule import Schedule
+from ..recurring.specs import MISSED_POLICIES
+from ..task_loader import load_task
+from .base import QueueQuerySet
+
+# The columns a declaration sets; upserting a task rewrites exactly these.
+DECLARED_FIELDS = (
+    "schedule",
+    "task_path",
+    "arguments",
+    "queue_name",
+    "priority",
+    "timezone",
+    "description",
+    "missed",
+    "static",
+    "backend_name",
+)
+
+
+class RecurringTaskQuerySet(QueueQuerySet):
+    def for_scheduler(self, backend_name, dynamic):
+        """The tasks a backend's scheduler runs: static ones, plus dynamic if on."""
+        tasks = self.filter(backend_name=backend_name).order_by("key")
+        return tasks if dynamic else tasks.filter(static=True)
+
+    def sync_static(self, backend_name, specs):
+        """Upsert a backend's static tasks; delete static ones no longer declared."""
+        rows = [self.model.from_spec(spec, static=True) for spec in specs]
+        with transaction.atomic(using=self.db):
+            if rows:
+                # MySQL upserts on any unique key and takes no conflict target.
+                target = self.connection.features.supports_update_conflicts_with_target
+                self.bulk_create(
+                    rows,
+                    update_conflicts=True,
+                    unique_fields=["key"] if target else None,
+                    update_fields=[*DECLARED_FIELDS, "updated_at"],
+                )
+            self.filter(backend_name=backend_name, static=True).exclude(
+                key__in=[row.key for row in rows]
+            ).delete()
+
+    def schedule_dynamic(self, spec):
+        """Add or change a dynamic task; refuse a key that a static task uses."""
+        row = self.model.from_spec(spec, static=False)
+        with transaction.atomic(using=self.db):
+            existing = self.select_for_update().filter(key=spec.key).first()
+            if existing is not None and existing.static:
+                raise RecurringTaskError(
+                    f"The key {spec.key!r} belongs to a static recurring task "
+                    "(declared with @recurring or in settings); pick another key."
+                )
+            task, _ = self.update_or_create(
+                key=spec.key,
+                defaults={name: getattr(row, name) for name in DECLARED_FIELDS},
+            )
+        return task
+
+    def unschedule(self, key):
+        """Delete a dynamic task; return whether one had that key."""
+        task = self.filter(key=key).first()
+        if task is not None and task.static:
+            raise RecurringTaskError(
+                f"{key!r} is a static recurring task; remove its @recurring or its "
+                "settings entry instead (the next scheduler to start deletes it)."
+            )
+        return self.filter(key=key, static=False).delete_rows() > 0
 
 
 class RecurringTask(models.Model):
@@ -17,10 +88,15 @@ class RecurringTask(models.Model):
     timezone = models.CharField(max_length=64, null=True, blank=True)
     static = models.BooleanField(default=True)
     description = models.TextField(blank=True, default="")
+    missed = models.CharField(
+        max_length=16, default="skip", choices=[(p, p) for p in MISSED_POLICIES]
+    )
+    # The TASKS alias whose scheduler runs it (several may share a database).
+    backend_name = models.CharField(max_length=100, default="default")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = QueueManager()
+    objects = RecurringTaskQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_recurring_tasks"
@@ -28,3 +104,74 @@ class RecurringTask(models.Model):
 
     def __str__(self):
         return f"{self.key} ({self.schedule})"
+
+    @classmethod
+    def from_spec(cls, spec, *, static):
+        """An unsaved row for a RecurringSpec."""
+        return cls(
+            key=spec.key,
+            schedule=spec.schedule,
+            task_path=spec.task_path,
+            arguments=serialize_arguments(spec.task_path, spec.args, spec.kwargs),
+            queue_name=spec.queue_name,
+            priority=spec.priority,
+            timezone=spec.timezone,
+            description=spec.description,
+            missed=spec.missed,
+            static=static,
+            backend_name=spec.backend,
+        )
+
+    @cached_property
+    def parsed_schedule(self):
+        """The Schedule; raises ScheduleError if the text cannot be read."""
+        return Schedule.parse(self.schedule, self.timezone)
+
+    @property
+    def timing(self):
+        """What decides the run times: a change here re-plans the task."""
+        return (self.schedule, self.timezone)
+
+    def task(self):
+        """The Task to enqueue, with this row's queue, priority and backend."""
+        return load_task(self.task_path).using(
+            queue_name=self.queue_name,
+            priority=self.priority,
+            backend=self.backend_name,
+        )
+
+    def enqueue_tick(self, run_at):
+        """Enqueue the job for one tick; None if a scheduler already did.
+
+        The tick's row and the job commit together: a second scheduler's insert
+        of the same (key, run_at) waits for ours, then fails, and its whole
+        transaction rolls back, so each tick has exactly one job.
+        """
+        from .recurring_execution import RecurringExecution
+
+        task = self.task().using(run_after=run_at)
+        executions = RecurringExecution.objects.using(self._state.db)
+        try:
+            # The tick is claimed before the job is written, so a scheduler that
+            # loses the race writes no job and sends no task_enqueued signal.
+            with transaction.atomic(using=self._state.db):
+                execution = executions.record(self.key, run_at)
+                result = task.enqueue(
+                    *self.arguments.get("args", []), **self.arguments.get("kwargs", {})
+                )
+                executions.attach_job(execution, int(result.id))
+        except IntegrityError:
+            return None
+        return result
+
+    def enqueue_now(self):
+        """Enqueue a job at once, outside the schedule (it is not a tick)."""
+        return self.task().enqueue(
+            *self.arguments.get("args", []), **self.arguments.get("kwargs", {})
+        )
+
+    def last_run_at(self):
+        from .recurring_execution import RecurringExecution
+
+        executions = RecurringExecution.objects.using(self._state.db or "default")
+        return executions.last_run_times([self.key]).get(self.key)
