@@ -6,6 +6,7 @@ from django.db import connections
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
+from .recurring.checks import check_recurring
 
 
 def check_backend(backend, databases=None, **kwargs):
@@ -38,6 +39,7 @@ def check_backend(backend, databases=None, **kwargs):
         )
         for error in errors
     )
+    messages.extend(check_recurring(options))
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))
     return messages

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
@@ -30,6 +30,31 @@ class DispatcherConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """OPTIONS["scheduler"]: how often to reload recurring tasks, and which."""
+
+    polling_interval: float = 1.0
+    # Whether tasks added at runtime (schedule_recurring_task) are run.
+    dynamic_tasks: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecurringEntry:
+    """One entry of OPTIONS["recurring"]: a task path on a schedule."""
+
+    key: str
+    task: str = ""
+    schedule: str = ""
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    queue_name: str | None = None
+    priority: int | None = None
+    timezone: str | None = None
+    description: str = ""
+    missed: str = "skip"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
     """Every setting a SteadyQueueBackend reads from its OPTIONS."""
 
@@ -44,6 +69,10 @@ class Options:
     supervisor_pidfile: str | None = None
     mode: str = "fork"
     listen_notify: bool = True
+    scheduler: SchedulerConfig = SchedulerConfig()
+    recurring: tuple[RecurringEntry, ...] = ()
+    # The TASKS alias these options were read for (set by read_options).
+    alias: str = "default"
 
 
 def _duration(value, where, errors, *, allow_zero=False):
@@ -120,20 +149,114 @@ def _entries(value, where, readers, cls, errors):
     if not isinstance(value, list | tuple):
         errors.append(f"{where} must be a list of dicts, got {value!r}.")
         return None
+    entries = (
+        _section(entry, f"{where}[{index}]", readers, cls, errors)
+        for index, entry in enumerate(value)
+    )
+    return tuple(entry for entry in entries if entry is not None)
+
+
+def _section(entry, where, readers, cls, errors, **fixed):
+    """Read one dict of settings into ``cls``; None if it is not a dict."""
+    if not isinstance(entry, dict):
+        errors.append(f"{where} must be a dict, got {entry!r}.")
+        return None
+    _unknown_keys(entry, readers, where, errors)
+    kwargs = dict(fixed)
+    for key, reader in readers.items():
+        if key in entry:
+            parsed = reader(entry[key], f"{where}[{key!r}]", errors)
+            if parsed is not None:
+                kwargs[key] = parsed
+    return cls(**kwargs)
+
+
+def _text(value, where, errors):
+    if not isinstance(value, str):
+        errors.append(f"{where} must be a string, got {value!r}.")
+        return None
+    return value
+
+
+def _required_text(value, where, errors):
+    if not isinstance(value, str) or not value.strip():
+        errors.append(f"{where} must be a non-empty string, got {value!r}.")
+        return None
+    return value
+
+
+def _optional(reader):
+    """Accept None (the default) as well as what ``reader`` accepts."""
+    return lambda value, where, errors: (
+        None if value is None else reader(value, where, errors)
+    )
+
+
+def _integer(value, where, errors):
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(f"{where} must be a whole number, got {value!r}.")
+        return None
+    return value
+
+
+def _list(value, where, errors):
+    if not isinstance(value, list | tuple):
+        errors.append(f"{where} must be a list of arguments, got {value!r}.")
+        return None
+    return tuple(value)
+
+
+def _mapping(value, where, errors):
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        errors.append(f"{where} must be a dict of keyword arguments, got {value!r}.")
+        return None
+    return dict(value)
+
+
+_SCHEDULER_READERS = {"polling_interval": _duration, "dynamic_tasks": _boolean}
+_RECURRING_READERS = {
+    "task": _required_text,
+    "schedule": _required_text,
+    "args": _list,
+    "kwargs": _mapping,
+    "queue_name": _optional(_text),
+    "priority": _optional(_integer),
+    "timezone": _optional(_text),
+    "description": _text,
+    "missed": _text,
+}
+
+
+def _recurring(value, where, errors):
+    """Read OPTIONS["recurring"]: {key: {"task": path, "schedule": ...}}."""
+    if not isinstance(value, dict):
+        errors.append(
+            f"{where} must be a dict of recurring tasks by key, got {value!r}."
+        )
+        return None
     entries = []
-    for index, entry in enumerate(value):
-        entry_where = f"{where}[{index}]"
-        if not isinstance(entry, dict):
-            errors.append(f"{entry_where} must be a dict, got {entry!r}.")
+    for key, entry in value.items():
+        entry_where = f"{where}[{key!r}]"
+        if not isinstance(key, str) or not key:
+            errors.append(f"{entry_where}: a recurring task's key must be a string.")
             continue
-        _unknown_keys(entry, readers, entry_where, errors)
-        kwargs = {}
-        for key, reader in readers.items():
-            if key in entry:
-                parsed = reader(entry[key], f"{entry_where}[{key!r}]", errors)
-                if parsed is not None:
-                    kwargs[key] = parsed
-        entries.append(cls(**kwargs))
+        missing = [
+            name
+            for name in ("task", "schedule")
+            if isinstance(entry, dict) and name not in entry
+        ]
+        if missing:
+            errors.append(
+                f"{entry_where} needs {' and '.join(map(repr, missing))}, e.g. "
+                "{'task': 'myapp.tasks.cleanup', 'schedule': 'every hour'}."
+            )
+            continue
+        read = _section(
+            entry, entry_where, _RECURRING_READERS, RecurringEntry, errors, key=key
+        )
+        # An entry with errors is left out: the errors name it already.
+        if read is not None and read.task and read.schedule:
+            entries.append(read)
     return tuple(entries)
 
 
@@ -177,6 +300,8 @@ _READERS = {
     "supervisor_pidfile": _pidfile,
     "mode": _mode,
     "listen_notify": _boolean,
+    "scheduler": lambda v, w, e: _section(v, w, _SCHEDULER_READERS, SchedulerConfig, e),
+    "recurring": _recurring,
 }
 
 
@@ -193,7 +318,7 @@ def read_options(raw, alias="default"):
             parsed = reader(raw[key], f"{where}[{key!r}]", errors)
             if parsed is not None:
                 kwargs[key] = parsed
-    options = Options(**kwargs)
+    options = Options(**kwargs, alias=alias)
     if options.process_alive_threshold <= options.process_heartbeat_interval:
         errors.append(
             f"{where}['process_alive_threshold'] ({options.process_alive_threshold}s)"

@@ -29,6 +29,14 @@ class DuplicateSupervisorError(SteadyQueueError):
     """Another supervisor already holds the pidfile on this host."""
 
 
+class RecurringTaskError(SteadyQueueError, ValueError):
+    """A recurring task cannot be scheduled as asked; nothing was changed."""
+
+
+class RecurringTaskNotFound(SteadyQueueError, LookupError):
+    """No recurring task has the given key."""
+
+
 def error_payload(exception_class, message):
     """Return a TaskError-shaped dict for an error that has no traceback."""
     path = f"{exception_class.__module__}.{exception_class.__qualname__}"

@@ -50,3 +50,13 @@ def log_claims_resolved(sender, process_name, job_ids, resolution, reason, **kwa
             ", ".join(str(job_id) for job_id in job_ids[:20])
             + (" ..." if len(job_ids) > 20 else ""),
         )
+
+
+@receiver(signals.recurring_task_enqueued)
+def log_recurring_task_enqueued(sender, key, run_at, task_result, **kwargs):
+    logger.info(
+        "Recurring task %r: enqueued job %s for %s",
+        key,
+        task_result.id,
+        run_at.isoformat(),
+    )

@@ -20,3 +20,6 @@ processes_pruned = Signal()
 # Claims of a gone process were resolved. Arguments: process_name, job_ids,
 # resolution ("failed" or "released"), reason.
 claims_resolved = Signal()
+# A scheduler enqueued the job of a recurring task's tick.
+# Arguments: key, run_at, task_result.
+recurring_task_enqueued = Signal()

@@ -5,10 +5,13 @@ primary key, never the Order itself, and return plain dicts.
 """
 
 import asyncio
+from datetime import timedelta
 from decimal import Decimal
 
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
+from django.utils import timezone
+from steady_queue.recurring import recurring
 
 try:
     from django.tasks import task
@@ -74,3 +77,11 @@ def send_review_reminder(context, order_id):
 def alert_fraud_team(order_id, reason):
     """High priority on a queue with its own worker."""
     return {"order": order_id, "reason": reason, "alerted": True}
+
+
+@recurring("every 2 seconds", key="shop.heartbeat")
+@task
+def count_recent_orders():
+    """Recurring: the scheduler enqueues it every 2 seconds, once per tick."""
+    since = timezone.now() - timedelta(hours=1)
+    return {"orders_last_hour": Order.objects.filter(created_at__gte=since).count()}

@@ -3,6 +3,7 @@
 from functools import cached_property
 
 from django.db import IntegrityError, models, transaction
+from django.db.models import OuterRef, Subquery
 
 from ..arguments import serialize_arguments
 from ..exceptions import RecurringTaskError
@@ -27,6 +28,15 @@ DECLARED_FIELDS = (
 
 
 class RecurringTaskQuerySet(QueueQuerySet):
+    def with_last_run_at(self):
+        """Annotate each task with the run time of its latest recorded tick."""
+        from .recurring_execution import RecurringExecution
+
+        latest = RecurringExecution.objects.filter(task_key=OuterRef("key"))
+        return self.annotate(
+            last_run_at=Subquery(latest.order_by("-run_at").values("run_at")[:1])
+        )
+
     def for_scheduler(self, backend_name, dynamic):
         """The tasks a backend's scheduler runs: static ones, plus dynamic if on."""
         tasks = self.filter(backend_name=backend_name).order_by("key")

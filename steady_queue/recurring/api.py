@@ -1,0 +1,96 @@
+"""Add, change and remove recurring tasks at runtime, and run one at once."""
+
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
+from ..exceptions import RecurringTaskError, RecurringTaskNotFound
+from .specs import RecurringSpec, static_specs
+from .validation import problems
+
+
+def schedule_recurring_task(
+    key,
+    *,
+    task,
+    schedule,
+    args=(),
+    kwargs=None,
+    queue_name=None,
+    priority=None,
+    timezone=None,
+    description="",
+    missed="skip",
+    backend=None,
+):
+    """Add or change a dynamic recurring task; running schedulers pick it up.
+
+    ``task`` is a Task or its dotted path; ``backend`` defaults to the task's.
+    Raises RecurringTaskError naming every problem, and then changes nothing.
+    """
+    if isinstance(task, Task):
+        task_path, alias = task.module_path, backend or task.backend
+    else:
+        task_path, alias = task, backend or DEFAULT_TASK_BACKEND_ALIAS
+    steady = _steady_queue_backend(alias)
+    if not steady.config.scheduler.dynamic_tasks:
+        raise RecurringTaskError(
+            f"Dynamic recurring tasks are off for TASKS[{alias!r}], so no scheduler "
+            f"would run {key!r}: set OPTIONS['scheduler']['dynamic_tasks'] = True."
+        )
+    spec = RecurringSpec(
+        key=key,
+        task_path=task_path,
+        schedule=schedule,
+        args=tuple(args),
+        kwargs=dict(kwargs or {}),
+        queue_name=queue_name,
+        priority=priority,
+        timezone=timezone,
+        description=description,
+        missed=missed,
+        backend=alias,
+        origin=f"schedule_recurring_task({key!r})",
+    )
+    found = problems(spec)
+    if found:
+        raise RecurringTaskError("\n".join(message for _, message, _ in found))
+    from ..models import RecurringTask
+
+    return RecurringTask.objects.using(steady.database).schedule_dynamic(spec)
+
+
+def unschedule_recurring_task(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
+    """Remove a dynamic recurring task; running schedulers stop enqueueing it."""
+    from ..models import RecurringTask
+
+    database = _steady_queue_backend(backend).database
+    if not RecurringTask.objects.using(database).unschedule(key):
+        raise RecurringTaskNotFound(f"No dynamic recurring task has the key {key!r}.")
+
+
+def run_now(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
+    """Enqueue a recurring task's job at once; return its TaskResult.
+
+    The job is not a tick: the schedule goes on as before.
+    """
+    from ..models import RecurringTask
+
+    steady = _steady_queue_backend(backend)
+    row = RecurringTask.objects.using(steady.database).filter(key=key).first()
+    if row is None:
+        # A static task no scheduler has stored yet.
+        spec = next((s for s in static_specs(steady.config) if s.key == key), None)
+        if spec is None:
+            raise RecurringTaskNotFound(f"No recurring task has the key {key!r}.")
+        row = RecurringTask.from_spec(spec, static=True)
+    return row.enqueue_now()
+
+
+def _steady_queue_backend(alias):
+    from ..backend import SteadyQueueBackend
+
+    found = task_backends[alias]
+    if not isinstance(found, SteadyQueueBackend):
+        raise RecurringTaskError(
+            f"TASKS[{alias!r}] is not a SteadyQueueBackend; only steady_queue "
+            "backends run recurring tasks."
+        )
+    return found

@@ -1,0 +1,124 @@
+"""Recurring tasks declared in code (@recurring) or in settings, as RecurringSpecs."""
+
+from dataclasses import dataclass, field
+
+from django.utils.module_loading import autodiscover_modules
+
+from ..compat import Task
+
+# What to do about ticks that passed while no scheduler ran: "skip" them, or
+# "run_latest": enqueue the latest one once when a scheduler starts.
+MISSED_POLICIES = ("skip", "run_latest")
+
+# Every @recurring in imported modules, in import order; duplicates included,
+# so that the checks can name both places that use a key.
+_declared = []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecurringSpec:
+    """A static recurring task: what to enqueue, when, and where it was declared."""
+
+    key: str
+    task_path: str
+    schedule: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    queue_name: str | None = None
+    priority: int | None = None
+    timezone: str | None = None
+    description: str = ""
+    missed: str = "skip"
+    # The TASKS alias whose scheduler enqueues it.
+    backend: str = "default"
+    # Where it was declared, for messages: "@recurring on app.tasks.cleanup".
+    origin: str = ""
+
+    def describe(self):
+        return f"Recurring task {self.key!r} ({self.origin})"
+
+
+def recurring(
+    schedule,
+    *,
+    key,
+    args=(),
+    kwargs=None,
+    queue_name=None,
+    priority=None,
+    timezone=None,
+    description="",
+    missed="skip",
+):
+    """Enqueue the decorated task on a schedule; put it above ``@task``.
+
+    Stack it to give one task several schedules, each with its own key. The
+    Task is returned unchanged. Mistakes in the arguments (a schedule that
+    cannot be read, an unknown time zone, a key used twice) are reported by
+    ``manage.py check``, which ``manage.py steady_queue`` runs first.
+    """
+
+    def register(task):
+        if not isinstance(task, Task):
+            raise TypeError(
+                f"@recurring(key={key!r}) decorates {task!r}, which is not a task. "
+                "Put @recurring(...) above @task, so that it receives the Task."
+            )
+        _declared.append(
+            RecurringSpec(
+                key=key,
+                task_path=task.module_path,
+                schedule=schedule,
+                args=tuple(args),
+                kwargs=dict(kwargs or {}),
+                queue_name=queue_name,
+                priority=priority,
+                timezone=timezone,
+                description=description,
+                missed=missed,
+                backend=task.backend,
+                origin=f"@recurring on {task.module_path}",
+            )
+        )
+        return task
+
+    return register
+
+
+def declared_specs():
+    """Every @recurring in the project, after importing each app's tasks module."""
+    autodiscover_modules("tasks")
+    return list(_declared)
+
+
+def settings_specs(options):
+    """The entries of a backend's OPTIONS["recurring"], as RecurringSpecs."""
+    where = f"TASKS[{options.alias!r}]['OPTIONS']['recurring']"
+    return [
+        RecurringSpec(
+            key=entry.key,
+            task_path=entry.task,
+            schedule=entry.schedule,
+            args=entry.args,
+            kwargs=entry.kwargs,
+            queue_name=entry.queue_name,
+            priority=entry.priority,
+            timezone=entry.timezone,
+            description=entry.description,
+            missed=entry.missed,
+            backend=options.alias,
+            origin=f"{where}[{entry.key!r}]",
+        )
+        for entry in options.recurring
+    ]
+
+
+def static_specs(options):
+    """The static tasks a backend's scheduler runs: its @recurring, then settings."""
+    declared = [spec for spec in declared_specs() if spec.backend == options.alias]
+    return declared + settings_specs(options)
+
+
+def scheduler_is_needed(options):
+    """Whether a backend needs a scheduler: it has static tasks or dynamic ones."""
+    return options.scheduler.dynamic_tasks or bool(static_specs(options))
