@@ -4,6 +4,8 @@ import json
 
 from django.utils import timezone
 
+from .recurring.status import recurring_lines, recurring_status
+
 
 def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
@@ -65,6 +67,7 @@ def collect_status(backend):
             for name in queue_names
         ],
         "totals": {state: sum(counts[state].values()) for state in states},
+        "recurring": recurring_status(db, now),
     }
 
 
@@ -94,3 +97,7 @@ def print_status(backend, out, as_json=False):
     out.write(
         "Totals: " + ", ".join(f"{state} {count}" for state, count in totals.items())
     )
+    if status["recurring"]:
+        out.write("")
+        for line in recurring_lines(status["recurring"]):
+            out.write(line)

@@ -93,7 +93,9 @@ elif DATABASE == "sqlite":
         }
     }
 else:
-    raise RuntimeError(f"SQ_TEST_DB must be sqlite, postgres or mysql, not {DATABASE!r}")
+    raise RuntimeError(
+        f"SQ_TEST_DB must be sqlite, postgres or mysql, not {DATABASE!r}"
+    )
 
 
 def _env_number(name, default):
@@ -103,6 +105,29 @@ def _env_number(name, default):
         return default
     return type(default)(value)
 
+
+# A second database for the "separate" backend below: queue tables apart from
+# the application's data.
+_queue_database = dict(DATABASES["default"])
+if DATABASE == "sqlite":
+    _queue_database["NAME"] = sqlite_path.replace(".sqlite3", "-queue.sqlite3")
+    _queue_database["TEST"] = {
+        "NAME": sqlite_path.replace(".sqlite3", "-queue-test.sqlite3")
+    }
+else:
+    _queue_database["NAME"] = f"{_queue_database['NAME']}_queue"
+    _queue_database["TEST"] = {
+        **_queue_database.get("TEST", {}),
+        "NAME": f"test_{_queue_database['NAME']}",
+    }
+if TEST_DATABASE_NAME:
+    # A forked supervisor (integration tests): the queue test database exists
+    # only if some test asked for it, and MySQL's system checks connect to every
+    # alias at startup. Point it at a database that exists unless told otherwise.
+    _queue_database["NAME"] = os.environ.get(
+        "SQ_TEST_QUEUE_DATABASE_NAME", TEST_DATABASE_NAME
+    )
+DATABASES["queue"] = _queue_database
 
 TASKS = {
     "default": {
@@ -126,3 +151,25 @@ TASKS = {
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+TASKS["separate"] = {
+    "BACKEND": "steady_queue.backend.SteadyQueueBackend",
+    "QUEUES": [],
+    "OPTIONS": {
+        "database": "queue",
+        "workers": [{"queues": ["*"], "threads": 2, "polling_interval": 0.05}],
+        "dispatchers": [{"polling_interval": 0.1}],
+        "process_heartbeat_interval": 1,
+        "process_alive_threshold": 5,
+        "shutdown_timeout": 2,
+    },
+}
+
+# tests/recurring: forked supervisors read their recurring tasks (JSON) from here.
+if os.environ.get("SQ_TEST_RECURRING"):
+    import json
+
+    TASKS["default"]["OPTIONS"]["recurring"] = json.loads(
+        os.environ["SQ_TEST_RECURRING"]
+    )
+    TASKS["default"]["OPTIONS"]["scheduler"] = {"polling_interval": 0.2}

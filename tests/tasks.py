@@ -69,3 +69,12 @@ def record_run(path, label):
 def not_a_task():
     """A plain function; a job pointing here must never call it."""
     raise AssertionError("not_a_task was called")
+
+
+@task
+def record_run_after(path, label, seconds):
+    """Sleep, then record the run like record_run: a job that takes a while."""
+    time.sleep(seconds)
+    with open(path, "a") as file:
+        file.write(f"{label} {os.getpid()} {time.time()}\n")
+    return label

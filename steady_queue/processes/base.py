@@ -5,12 +5,17 @@ import secrets
 import signal
 import threading
 
-from django.db import connections
-
 from .. import signals
-from .db import DatabaseGuard
+from .db import DatabaseGuard, close_quietly
 from .heartbeat import Heartbeat
+from .hooks import send_hook
 from .interruptible import Interruptible
+
+# The signals a process handles. A supervisor blocks them around fork() so that
+# a child cannot run its parent's handlers before installing its own.
+HANDLED_SIGNALS = frozenset(
+    {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGCHLD}
+)
 
 
 class Runnable(Interruptible):
@@ -59,7 +64,7 @@ class Runnable(Interruptible):
             finally:
                 self.close_wake_pipe()
                 # In thread mode this thread ends here: leave no connection open.
-                connections.close_all()
+                close_quietly()
 
     def boot(self):
         if threading.current_thread() is threading.main_thread():
@@ -68,19 +73,19 @@ class Runnable(Interruptible):
         if self.process is not None:
             if self.beats_in_thread:
                 self.heartbeat.start()
-            signals.process_started.send(type(self), process=self)
+            send_hook(signals.process_started, type(self), process=self)
 
     def run(self):
         raise NotImplementedError
 
     def shutdown(self):
-        signals.process_stopping.send(
-            type(self), process=self, immediate=self.immediate
+        send_hook(
+            signals.process_stopping, type(self), process=self, immediate=self.immediate
         )
         self.stop_working()
         self.heartbeat.stop()
         self.deregister()
-        signals.process_exited.send(type(self), process=self)
+        send_hook(signals.process_exited, type(self), process=self)
 
     def stop(self, immediate=False):
         """Ask the process to stop; safe from signal handlers and other threads."""
@@ -92,6 +97,14 @@ class Runnable(Interruptible):
         """Finish or hand back in-flight work before the row is removed."""
 
     def register(self):
+        """Insert this process's row, waiting out a database that is down."""
+        while not self.stopping:
+            if self.try_register():
+                return
+            self.interruptible_sleep(self.guard.backoff())
+
+    def try_register(self):
+        """Insert this process's row once; return whether it worked."""
         from ..models import Process
 
         def insert():
@@ -102,13 +115,10 @@ class Runnable(Interruptible):
                 metadata=self.metadata(),
             )
 
-        # Wait out a database that is down at boot, unless told to stop.
-        while not self.stopping:
-            ok, value = self.guard.call(insert)
-            if ok:
-                self.process = value
-                return
-            self.interruptible_sleep(value)
+        ok, value = self.guard.call(insert)
+        if ok:
+            self.process = value
+        return ok
 
     def deregister(self):
         if self.process is None:
@@ -126,6 +136,9 @@ class Runnable(Interruptible):
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
         signal.signal(signal.SIGINT, self._on_interrupt)
         signal.signal(signal.SIGQUIT, lambda *_: self.stop(immediate=True))
+        # A forked child starts with these blocked (see ForkSupervisor); from
+        # here on its own handlers take them, including any that came meanwhile.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
     def _on_interrupt(self, *_):
         # A second Ctrl-C while stopping means "now".

@@ -41,6 +41,8 @@ class DatabaseGuard:
         self.owner = owner
         self.max_backoff = max_backoff
         self.failures = 0
+        # time.monotonic() of the last failed call; None if none failed yet.
+        self.last_failure_at = None
 
     def call(self, function):
         """Return (True, function()) or, if it failed, (False, seconds to back off)."""
@@ -48,8 +50,9 @@ class DatabaseGuard:
             value = retrying_lock_conflicts(function)
         except (OperationalError, InterfaceError, DatabaseError) as error:
             self.failures += 1
+            self.last_failure_at = time.monotonic()
             # A broken connection must not be reused; the next call reconnects.
-            connections[self.database].close()
+            close_quietly(self.database)
             delay = self.backoff()
             first_line = (str(error).strip().splitlines() or [""])[0]
             logger.warning(
@@ -62,13 +65,37 @@ class DatabaseGuard:
             return False, delay
         except Exception:
             self.failures += 1
+            self.last_failure_at = time.monotonic()
             delay = self.backoff()
-            logger.exception("%s: unexpected error; retrying in %.1fs", self.owner, delay)
+            logger.exception(
+                "%s: unexpected error; retrying in %.1fs", self.owner, delay
+            )
             return False, delay
         if self.failures:
             logger.info("%s: database reachable again", self.owner)
             self.failures = 0
         return True, value
 
+    def seconds_since_failure(self):
+        """Seconds since the last failed call, or infinity if none failed."""
+        if self.last_failure_at is None:
+            return float("inf")
+        return time.monotonic() - self.last_failure_at
+
     def backoff(self):
         return min(self.max_backoff, 0.5 * 2 ** min(self.failures - 1, 6))
+
+
+def close_quietly(database=None):
+    """Close this thread's connection (or all of them); a broken one may raise."""
+    targets = (
+        [connections[database]] if database else connections.all(initialized_only=True)
+    )
+    for connection in targets:
+        try:
+            connection.close()
+        except DatabaseError:
+            # Closing a connection the server already dropped (PyMySQL: "Already
+            # closed") must not turn a handled outage into a crash; Django has
+            # dropped its handle anyway, so the next query reconnects.
+            pass

@@ -6,8 +6,8 @@ import signal
 import sys
 import time
 
-from django.db import connections
-
+from .base import HANDLED_SIGNALS
+from .db import close_quietly
 from .supervisor import Child, Supervisor
 
 logger = logging.getLogger("steady_queue")
@@ -22,23 +22,37 @@ class ForkSupervisor(Supervisor):
         super().install_signal_handlers()
         signal.signal(signal.SIGCHLD, lambda *_: self.wake_up())
 
-    def start_child(self, spec):
-        child = Child(spec=spec, name=f"{spec.kind}-{os.urandom(6).hex()}", started_at=0)
+    def start_child(self, spec, slot):
+        child = Child(
+            spec=spec,
+            name=f"{spec.kind}-{os.urandom(6).hex()}",
+            started_at=0,
+            slot=slot,
+        )
         # The child must open its own connections, never share the parent's sockets.
-        connections.close_all()
+        close_quietly()
         supervisor_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            self._run_child(child, supervisor_pid)
+        # Until the child installs its own handlers, a signal would run ours in it
+        # (stopping the supervisor's copy, waking the parent's pipe) and be lost.
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                self._run_child(child, supervisor_pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         child.handle = pid
         child.started_at = time.monotonic()
         self.children[pid] = child
         return child
 
     def _run_child(self, child, supervisor_pid):
+        """In the forked child: run the process, then exit without returning."""
         code = 1
         try:
-            for number in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGCHLD):
+            # Still blocked: reset the parent's handlers; boot() installs the
+            # child's own and unblocks (a pending TERM then stops it cleanly).
+            for number in HANDLED_SIGNALS:
                 signal.signal(number, signal.SIG_DFL)
             self.close_wake_pipe()
             process = child.spec.build(
@@ -86,7 +100,12 @@ class ForkSupervisor(Supervisor):
             time.sleep(0.05)
             self.reap_children()
         for pid in list(self.children):
-            logger.warning("%s: killing %s (pid %s)", self.description, self.children[pid].name, pid)
+            logger.warning(
+                "%s: killing %s (pid %s)",
+                self.description,
+                self.children[pid].name,
+                pid,
+            )
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -3,7 +3,7 @@
 import logging
 import threading
 
-from django.db import connections
+from .db import close_quietly
 
 logger = logging.getLogger("steady_queue")
 
@@ -30,12 +30,16 @@ class Heartbeat:
 
     def _run(self):
         while not self._stopped.wait(self.interval):
-            self.beat()
+            try:
+                self.beat()
+            except Exception:
+                # A dead heartbeat thread gets a live process pruned: keep beating.
+                logger.exception("%s: heartbeat failed", self.owner.description)
 
     def beat(self):
         ok, alive = self.owner.guard.call(self.owner.process.heartbeat)
         # Beats are rare: hold no connection open between them.
-        connections[self.owner.database].close()
+        close_quietly(self.owner.database)
         if ok and not alive and not self.owner.stopping:
             logger.warning(
                 "%s: its process row is gone (pruned?); stopping",

@@ -2,6 +2,8 @@
 
 import os
 import select
+import threading
+import time
 
 
 class Interruptible:
@@ -11,32 +13,53 @@ class Interruptible:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
+        # Guards the write end against close_wake_pipe(): a pool thread finishing
+        # a job late must never write into a closed descriptor, whose number may
+        # by then belong to a database socket. Reentrant, because a signal
+        # handler may wake the main thread while it holds the lock.
+        self._wake_lock = threading.RLock()
 
     def wake_up(self):
-        """Safe from signal handlers and any thread."""
-        try:
-            os.write(self._wake_write, b".")
-        except (BlockingIOError, OSError):
-            pass  # The pipe is full (a wake-up is already pending) or closed.
+        """Safe from signal handlers and any thread, also after the pipe closed."""
+        with self._wake_lock:
+            if self._wake_write is None:
+                return
+            try:
+                os.write(self._wake_write, b".")
+            except (BlockingIOError, OSError):
+                pass  # The pipe is full: a wake-up is already pending.
 
     def interruptible_sleep(self, seconds):
+        """Sleep up to ``seconds``; return True if a wake-up ended it early."""
+        woken = False
+        if self._wake_read is None:
+            time.sleep(max(seconds, 0))
+            return False
         if seconds > 0:
             try:
-                select.select([self._wake_read], [], [], seconds)
+                woken = bool(select.select([self._wake_read], [], [], seconds)[0])
             except InterruptedError:
-                pass
-        self._drain()
+                woken = True
+        return self._drain() or woken
 
     def _drain(self):
+        """Consume pending wake-ups; return whether there were any."""
+        drained = False
         try:
             while os.read(self._wake_read, 512):
-                pass
+                drained = True
         except (BlockingIOError, OSError):
             pass
+        return drained
 
     def close_wake_pipe(self):
-        for fd in (self._wake_read, self._wake_write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Close the pipe; later wake-ups do nothing. Idempotent."""
+        with self._wake_lock:
+            fds = (self._wake_read, self._wake_write)
+            self._wake_read = self._wake_write = None
+            for fd in fds:
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass

@@ -2,6 +2,7 @@
 
 from .. import signals
 from ..exceptions import ProcessMissingError, error_payload
+from .hooks import send_hook
 
 
 def prune_dead_processes(owner):
@@ -12,10 +13,22 @@ def prune_dead_processes(owner):
         Process.objects.using(owner.database)
         .prunable(owner.options.process_alive_threshold)
         .exclude(pk=owner.process.pk)
+        # Our own children are alive whatever their rows say: we reap the dead.
+        .exclude(name__in=owner.live_child_names())
         .prune()
     )
     if pruned:
-        signals.processes_pruned.send(type(owner), processes=pruned)
+        send_hook(signals.processes_pruned, type(owner), processes=pruned)
+    for process in pruned:
+        if getattr(process, "resolved_job_ids", None):
+            send_hook(
+                signals.claims_resolved,
+                type(owner),
+                process_name=process.name,
+                job_ids=process.resolved_job_ids,
+                resolution="failed",
+                reason="pruned",
+            )
     return pruned
 
 
@@ -35,7 +48,8 @@ def fail_orphaned_claims(owner):
         )
     )
     if jobs:
-        signals.claims_resolved.send(
+        send_hook(
+            signals.claims_resolved,
             type(owner),
             process_name="unregistered processes",
             job_ids=[job.pk for job in jobs],

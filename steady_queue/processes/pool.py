@@ -50,6 +50,10 @@ class Pool:
                 self._queue.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=1)
+            # An unclosed loop warns (ResourceWarning) when collected.
+            if not self._loop.is_running():
+                self._loop.close()
 
     @property
     def idle_threads(self):
@@ -93,7 +97,7 @@ class Pool:
                 continue
             try:
                 result = function()
-            except BaseException:  # noqa: BLE001 - a pool thread must survive
+            except BaseException:
                 logger.exception("%s: a job runner crashed", self.name)
                 self._release()
                 continue

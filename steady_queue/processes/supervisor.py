@@ -6,10 +6,13 @@ from dataclasses import dataclass
 
 from .. import signals
 from ..exceptions import ProcessExitError, error_payload
+from ..recurring.specs import scheduler_is_needed
 from .base import Runnable
 from .dispatcher import Dispatcher
+from .hooks import send_hook
 from .maintenance import fail_orphaned_claims, prune_dead_processes
 from .pidfile import Pidfile
+from .scheduler import Scheduler
 from .worker import Worker
 
 logger = logging.getLogger("steady_queue")
@@ -31,11 +34,11 @@ class ChildSpec:
     config: object
 
     def build(self, backend, **kwargs):
-        cls = {"worker": Worker, "dispatcher": Dispatcher}[self.kind]
-        return cls(backend, self.config, **kwargs)
+        kinds = {"worker": Worker, "dispatcher": Dispatcher, "scheduler": Scheduler}
+        return kinds[self.kind](backend, self.config, **kwargs)
 
 
-def child_specs(options, *, workers=True, dispatchers=True):
+def child_specs(options, *, workers=True, dispatchers=True, scheduler=True):
     """The processes to run for these options, one spec per process."""
     specs = []
     if workers:
@@ -43,17 +46,22 @@ def child_specs(options, *, workers=True, dispatchers=True):
             specs.extend(ChildSpec("worker", config) for _ in range(config.processes))
     if dispatchers:
         specs.extend(ChildSpec("dispatcher", config) for config in options.dispatchers)
+    # Only when there is something to schedule (Solid Queue does the same).
+    if scheduler and scheduler_is_needed(options):
+        specs.append(ChildSpec("scheduler", options.scheduler))
     return specs
 
 
 @dataclass(slots=True)
 class Child:
-    """A running child: its spec, its registry name, and its handle."""
+    """A running child: its spec, its slot, its registry name, and its handle."""
 
     spec: ChildSpec
     name: str
     started_at: float
     handle: object = None
+    # Index into the supervisor's specs: a replacement takes the same slot.
+    slot: int = 0
 
 
 class Supervisor(Runnable):
@@ -66,6 +74,8 @@ class Supervisor(Runnable):
         super().__init__(backend, **kwargs)
         self.specs = specs
         self.children = {}
+        # Per slot, not per spec: equal specs (N processes of one worker entry)
+        # must not share one crash-loop backoff.
         self.restart_delays = {}
         self.pending_restarts = []
         self.pidfile = (
@@ -90,13 +100,20 @@ class Supervisor(Runnable):
             self.guard.call(lambda: fail_orphaned_claims(self))
 
     def run(self):
-        for spec in self.specs:
-            self.start_child(spec)
+        for slot, spec in enumerate(self.specs):
+            self.launch(spec, slot)
         while not self.stopping:
             self.reap_children()
             self.start_due_restarts()
+            self.beat()
             self.maintain()
-            self.interruptible_sleep(SUPERVISE_INTERVAL)
+            self.interruptible_sleep(self.time_to_next_duty())
+
+    def time_to_next_duty(self):
+        """Seconds until a heartbeat, maintenance or restart is due (at most 1 s)."""
+        due = [self.next_heartbeat, self.next_maintenance]
+        due.extend(entry[0] for entry in self.pending_restarts)
+        return max(0.0, min(SUPERVISE_INTERVAL, min(due) - time.monotonic()))
 
     def shutdown(self):
         try:
@@ -118,23 +135,57 @@ class Supervisor(Runnable):
                 deadline = min(deadline, time.monotonic() + SHUTDOWN_GRACE)
             self.interruptible_sleep(0.05)
             self.reap_children()
+            # A long shutdown_timeout must not get this row pruned meanwhile.
+            self.beat()
         self.terminate_remaining_children()
 
-    def maintain(self):
+    def beat(self):
+        """Heartbeat this supervisor's row when due; re-register if it was pruned."""
         now = time.monotonic()
-        if now >= self.next_heartbeat:
-            self.next_heartbeat = now + self.options.process_heartbeat_interval
-            ok, alive = self.guard.call(self.process.heartbeat)
-            if ok and not alive:
-                logger.warning("%s: its row was pruned; re-registering", self.description)
-                self.register()
-        if now >= self.next_maintenance:
-            self.next_maintenance = now + min(
-                self.options.process_heartbeat_interval,
-                self.options.process_alive_threshold / 2,
+        if now < self.next_heartbeat or self.process is None:
+            return
+        self.next_heartbeat = now + self.options.process_heartbeat_interval
+        ok, alive = self.guard.call(self.process.heartbeat)
+        if ok and not alive and not self.stopping:
+            logger.warning("%s: its row was pruned; re-registering", self.description)
+            self.try_register()
+
+    def maintain(self):
+        """Prune processes whose heartbeat expired and fail claims nobody holds."""
+        now = time.monotonic()
+        if now < self.next_maintenance:
+            return
+        self.next_maintenance = now + min(
+            self.options.process_heartbeat_interval,
+            self.options.process_alive_threshold / 2,
+        )
+        # After a database outage every heartbeat is stale for the same reason as
+        # ours: give processes a full alive threshold to beat again before
+        # judging them, or live workers elsewhere get pruned and their jobs failed.
+        if self.guard.seconds_since_failure() > self.options.process_alive_threshold:
+            ok, _ = self.guard.call(lambda: prune_dead_processes(self))
+            if not ok:
+                return
+        self.guard.call(lambda: fail_orphaned_claims(self))
+
+    def live_child_names(self):
+        """Registry names of the children this supervisor knows to be running."""
+        return [child.name for child in self.children.values()]
+
+    def launch(self, spec, slot):
+        """Start a child for a slot; if that fails, try again later."""
+        try:
+            return self.start_child(spec, slot)
+        except OSError as error:
+            # fork() can fail (EAGAIN, ENOMEM); the supervisor must outlive it.
+            logger.error(
+                "%s: could not start a %s (%s); retrying",
+                self.description,
+                spec.kind,
+                error,
             )
-            self.guard.call(lambda: prune_dead_processes(self))
-            self.guard.call(lambda: fail_orphaned_claims(self))
+            self.schedule_restart(spec, slot, quick=True, replaced=None)
+            return None
 
     def child_exited(self, child, pid, status):
         """Resolve a dead child's claims and, unless stopping, start a replacement."""
@@ -149,20 +200,30 @@ class Supervisor(Runnable):
             child, error=error_payload(ProcessExitError, message), reason=status
         )
         quick = time.monotonic() - child.started_at < QUICK_DEATH
-        delay = self.restart_delays.get(child.spec, 0.0)
-        delay = min(MAX_RESTART_DELAY, max(1.0, delay * 2)) if quick else 0.0
-        self.restart_delays[child.spec] = delay
-        self.pending_restarts.append((time.monotonic() + delay, child, pid, status))
+        self.schedule_restart(
+            child.spec, child.slot, quick=quick, replaced=(child, pid, status)
+        )
         self.start_due_restarts()
+
+    def schedule_restart(self, spec, slot, *, quick, replaced):
+        """Queue a new child for a slot: at once, or after a doubling delay."""
+        delay = self.restart_delays.get(slot, 0.0)
+        delay = min(MAX_RESTART_DELAY, max(1.0, delay * 2)) if quick else 0.0
+        self.restart_delays[slot] = delay
+        self.pending_restarts.append((time.monotonic() + delay, spec, slot, replaced))
 
     def start_due_restarts(self):
         now = time.monotonic()
         due = [entry for entry in self.pending_restarts if entry[0] <= now]
         for entry in due:
             self.pending_restarts.remove(entry)
-            _, child, pid, status = entry
-            replacement = self.start_child(child.spec)
-            signals.process_replaced.send(
+            _, spec, slot, replaced = entry
+            replacement = self.launch(spec, slot)
+            if replacement is None or replaced is None:
+                continue
+            child, pid, status = replaced
+            send_hook(
+                signals.process_replaced,
                 type(self),
                 name=child.name,
                 pid=pid,
@@ -171,7 +232,7 @@ class Supervisor(Runnable):
             )
 
     def resolve_claims_of(self, child, error, reason):
-        """Deregister a gone child's row: fail its claims with error, or release them."""
+        """Remove a gone child's row; fail its claims with error, or release them."""
         from ..models import Process
 
         def resolve():
@@ -180,7 +241,8 @@ class Supervisor(Runnable):
 
         ok, job_ids = self.guard.call(resolve)
         if ok and job_ids:
-            signals.claims_resolved.send(
+            send_hook(
+                signals.claims_resolved,
                 type(self),
                 process_name=child.name,
                 job_ids=job_ids,
@@ -192,7 +254,8 @@ class Supervisor(Runnable):
 
     mode = None
 
-    def start_child(self, spec):
+    def start_child(self, spec, slot):
+        """Start a child for spec in slot; return its Child."""
         raise NotImplementedError
 
     def reap_children(self):

@@ -12,10 +12,12 @@ class ThreadSupervisor(Supervisor):
 
     mode = "thread"
 
-    def start_child(self, spec):
+    def start_child(self, spec, slot):
         process = spec.build(self.backend, supervisor_id=self.process.pk)
         thread = threading.Thread(target=process.start, name=process.name, daemon=True)
-        child = Child(spec=spec, name=process.name, started_at=time.monotonic())
+        child = Child(
+            spec=spec, name=process.name, started_at=time.monotonic(), slot=slot
+        )
         child.handle = (process, thread)
         self.children[process.name] = child
         thread.start()
@@ -23,7 +25,7 @@ class ThreadSupervisor(Supervisor):
 
     def reap_children(self):
         for name, child in list(self.children.items()):
-            process, thread = child.handle
+            _, thread = child.handle
             if not thread.is_alive():
                 del self.children[name]
                 self.child_exited(child, os.getpid(), "stopped (its thread ended)")

@@ -1,5 +1,6 @@
 """manage.py steady_queue: run the supervisor, or inspect and tidy the queue."""
 
+import argparse
 import logging
 import sys
 
@@ -7,39 +8,51 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from ...compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
+from ...exceptions import DuplicateSupervisorError
 
 
 class Command(BaseCommand):
     help = (
-        "Run steady_queue's supervisor (workers and dispatchers), or with a "
+        "Run steady_queue's supervisor (workers, dispatchers and, if there are "
+        "recurring tasks, a scheduler), or with a "
         "subcommand show its status or clear finished jobs."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument(
-            "--backend",
-            default=DEFAULT_TASK_BACKEND_ALIAS,
-            help="The TASKS alias to run (default: %(default)s).",
-        )
+        self.add_shared_options(parser)
         actions = parser.add_subparsers(dest="action", metavar="ACTION")
         start = actions.add_parser("start", help="Run the supervisor (the default).")
         for target in (parser, start):
+            # On a subcommand, an option left out must not overwrite the value
+            # given before it (`--mode thread start`): its default is SUPPRESS.
+            default = None if target is parser else argparse.SUPPRESS
             target.add_argument(
                 "--mode",
                 choices=["fork", "thread"],
+                default=default,
                 help="Run children as forked processes or as threads "
                 "(default: OPTIONS['mode'], which defaults to fork).",
             )
-            target.add_argument(
-                "--only-work", action="store_true", help="Start workers only."
-            )
-            target.add_argument(
-                "--only-dispatch", action="store_true", help="Start dispatchers only."
-            )
+            for flag, help_text in (
+                ("--only-work", "Start workers only."),
+                ("--only-dispatch", "Start dispatchers (and the scheduler) only."),
+                (
+                    "--skip-recurring",
+                    "Start no scheduler: recurring tasks are left to other hosts.",
+                ),
+            ):
+                target.add_argument(
+                    flag,
+                    action="store_true",
+                    default=False if target is parser else argparse.SUPPRESS,
+                    help=help_text,
+                )
+        self.add_shared_options(start, suppress=True)
         status = actions.add_parser(
             "status", help="Print live processes and job counts per queue."
         )
         status.add_argument("--json", action="store_true", help="Print JSON.")
+        self.add_shared_options(status, suppress=True)
         clear = actions.add_parser(
             "clear-finished", help="Delete successful jobs finished long enough ago."
         )
@@ -49,6 +62,14 @@ class Command(BaseCommand):
             help="Age in seconds (default: OPTIONS['clear_finished_jobs_after']).",
         )
         clear.add_argument("--batch-size", type=int, default=500)
+        self.add_shared_options(clear, suppress=True)
+
+    def add_shared_options(self, parser, suppress=False):
+        parser.add_argument(
+            "--backend",
+            default=argparse.SUPPRESS if suppress else DEFAULT_TASK_BACKEND_ALIAS,
+            help="The TASKS alias to use (default: default).",
+        )
 
     def handle(self, *args, **options):
         backend = self.backend(options["backend"])
@@ -93,10 +114,14 @@ class Command(BaseCommand):
             backend.config,
             workers=not options["only_dispatch"],
             dispatchers=not options["only_work"],
+            scheduler=not (options["only_work"] or options["skip_recurring"]),
         )
         mode = options["mode"] or backend.config.mode
         supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
-        supervisor_class(backend, specs).start()
+        try:
+            supervisor_class(backend, specs).start()
+        except DuplicateSupervisorError as e:
+            raise CommandError(str(e)) from e
 
     def clear_finished(self, backend, options):
         from datetime import timedelta

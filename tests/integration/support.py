@@ -1,0 +1,301 @@
+"""Helpers for integration tests: process tables, job states, outages."""
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from django.db import connection, connections
+
+from steady_queue import enqueue_many
+from steady_queue.models import (
+    ClaimedExecution,
+    FailedExecution,
+    Job,
+    Process,
+    ReadyExecution,
+)
+
+from .. import tasks
+from ..helpers import wait_for
+
+PROCESS_ERRORS = {
+    "steady_queue.exceptions.ProcessExitError",
+    "steady_queue.exceptions.ProcessPrunedError",
+    "steady_queue.exceptions.ProcessMissingError",
+}
+
+
+# Operating system processes
+
+
+def proc_stat(pid):
+    """(state, ppid, pgid) of a pid from /proc, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name is in parentheses and may hold spaces: split after it.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def live_group_members(pgid):
+    """Pids of the non-zombie processes in a process group."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat(int(entry))
+            if stat and stat[2] == pgid and stat[0] != "Z":
+                members.append(int(entry))
+    return sorted(members)
+
+
+def zombie_children(pid):
+    """Pids of exited but unreaped children of pid."""
+    zombies = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat(int(entry))
+            if stat and stat[1] == pid and stat[0] == "Z":
+                zombies.append(int(entry))
+    return zombies
+
+
+def is_running(pid):
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+# The process registry
+
+
+def rows(kind=None):
+    """Process rows, oldest first, optionally of one kind."""
+    queryset = Process.objects.order_by("pk")
+    if kind:
+        queryset = queryset.filter(kind=kind)
+    return list(queryset)
+
+
+def wait_for_workers(count, timeout=20, exclude_pids=()):
+    """Wait until ``count`` worker rows exist (none with a pid in exclude_pids)."""
+
+    def found():
+        workers = [w for w in rows("worker") if w.pid not in exclude_pids]
+        return workers if len(workers) >= count else None
+
+    return wait_for(found, timeout=timeout, message=f"{count} worker(s) registered")
+
+
+def wait_for_boot(supervisor, workers=1, timeout=20):
+    """Wait until a supervisor and its workers are registered; return the workers."""
+    wait_for(
+        lambda: Process.objects.filter(kind="supervisor", pid=supervisor.pid).exists(),
+        timeout=timeout,
+        message="supervisor registered",
+    )
+    return wait_for_workers(workers, timeout=timeout)
+
+
+def wait_for_log(supervisor, text, timeout=20):
+    wait_for(
+        lambda: text in supervisor.log(),
+        timeout=timeout,
+        message=f"{text!r} in the supervisor's log",
+    )
+
+
+def wait_for_exit(supervisor, timeout=30):
+    """Wait for a supervisor to exit; return its exit code."""
+    try:
+        return supervisor.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"supervisor {supervisor.pid} still running after {timeout}s:\n"
+            + supervisor.log()
+        ) from None
+
+
+# Jobs
+
+
+def enqueue_records(path, count, prefix="job"):
+    """Enqueue ``count`` record_run jobs labelled prefix-0..; return their results."""
+    calls = [((str(path), f"{prefix}-{index}"), {}) for index in range(count)]
+    return enqueue_many(tasks.record_run, calls)
+
+
+def enqueue_sleeps(seconds, count):
+    return [tasks.sleep_for.enqueue(seconds) for _ in range(count)]
+
+
+def runs_by_label(path):
+    """{label: number of times a record_run job with that label ran}."""
+    if not Path(path).exists():
+        return collections.Counter()
+    with open(path) as file:
+        return collections.Counter(line.split()[0] for line in file if line.strip())
+
+
+def status_of(result):
+    """The current status of a TaskResult, read back through its backend."""
+    return result.task.get_result(result.id).status
+
+
+def statuses(results):
+    return collections.Counter(status_of(result) for result in results)
+
+
+def last_error_class(result):
+    errors = result.task.get_result(result.id).errors
+    return errors[-1].exception_class_path if errors else None
+
+
+def job_states():
+    """How many jobs are ready, claimed, failed and finished, from the tables."""
+    return {
+        "ready": ReadyExecution.objects.count(),
+        "claimed": ClaimedExecution.objects.count(),
+        "failed": FailedExecution.objects.count(),
+        "succeeded": Job.objects.finished().count(),
+        "total": Job.objects.count(),
+    }
+
+
+def wait_until_settled(total, timeout=120):
+    """Wait until every job either succeeded or failed."""
+
+    def settled():
+        states = job_states()
+        return states["succeeded"] + states["failed"] == total and states
+
+    return wait_for(settled, timeout=timeout, interval=0.2, message="jobs settled")
+
+
+def account_for(results, path):
+    """Check each job ran at most once and ended SUCCESSFUL once or FAILED by a
+    process error; return (succeeded, failed_by_process, runs)."""
+    runs = runs_by_label(path)
+    twice = {label: n for label, n in runs.items() if n > 1}
+    assert not twice, f"jobs ran more than once: {dict(list(twice.items())[:10])}"
+    failed_ids = set(FailedExecution.objects.values_list("job_id", flat=True))
+    jobs = Job.objects.in_bulk([int(r.id) for r in results])
+    succeeded = failed = 0
+    for result in results:
+        job = jobs[int(result.id)]
+        label = result.args[1]
+        if job.pk in failed_ids:
+            assert job.errors, f"job {job.pk} failed without an error"
+            assert job.errors[-1]["exception_class_path"] in PROCESS_ERRORS, job.errors
+            failed += 1
+        else:
+            assert job.finished_at is not None, f"job {job.pk} never finished"
+            assert job.return_value == label
+            assert runs[label] == 1, f"job {job.pk} finished but ran {runs[label]}x"
+            succeeded += 1
+    return succeeded, failed, runs
+
+
+# Database outages
+
+
+def vendor():
+    return connection.vendor
+
+
+def other_connection_ids():
+    """Server-side ids of the other connections to the test database."""
+    with connection.cursor() as cursor:
+        if vendor() == "postgresql":
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+        else:
+            cursor.execute(
+                "SELECT id FROM information_schema.processlist WHERE db = DATABASE()"
+                " AND id <> CONNECTION_ID()"
+            )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def terminate_other_connections():
+    """Cut every other connection to the test database; return how many."""
+    ids = other_connection_ids()
+    with connection.cursor() as cursor:
+        for server_id in ids:
+            if vendor() == "postgresql":
+                cursor.execute("SELECT pg_terminate_backend(%s)", [server_id])
+            else:
+                try:
+                    cursor.execute(f"KILL {int(server_id)}")
+                except Exception as error:
+                    if "Unknown thread id" not in str(error):
+                        raise
+    return len(ids)
+
+
+def postgres_cluster():
+    """(version, name) of the local PostgreSQL cluster, from pg_lsclusters."""
+    output = subprocess.run(
+        ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True
+    ).stdout
+    version, name = output.split()[:2]
+    return version, name
+
+
+def restart_postgres():
+    version, name = postgres_cluster()
+    subprocess.run(
+        ["pg_ctlcluster", version, name, "restart", "-m", "fast"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def ensure_postgres_running():
+    version, name = postgres_cluster()
+    subprocess.run(
+        ["pg_ctlcluster", version, name, "start"], capture_output=True, timeout=60
+    )
+
+
+def wait_for_database(timeout=60):
+    """Reconnect this test's connection once the server accepts connections."""
+
+    def reachable():
+        try:
+            connections.close_all()
+        except Exception:
+            pass
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except Exception:
+            return False
+
+    wait_for(reachable, timeout=timeout, interval=0.2, message="database is back")
+
+
+def kill_random_worker(rng=random):
+    """SIGKILL one registered worker that is running; return its pid or None."""
+    candidates = [w.pid for w in rows("worker") if is_running(w.pid)]
+    if not candidates:
+        return None
+    pid = rng.choice(candidates)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def sleep_briefly(seconds):
+    """Pace a loop that drives the system (not a wait for a condition)."""
+    time.sleep(seconds)

@@ -1,0 +1,118 @@
+"""Database outages: connections cut mid-run, a server restart. The supervisor
+stays up, nothing is lost, nothing runs twice."""
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from steady_queue import enqueue_many
+
+from .. import tasks
+from ..helpers import wait_for
+from .support import (
+    account_for,
+    ensure_postgres_running,
+    is_running,
+    job_states,
+    restart_postgres,
+    sleep_briefly,
+    terminate_other_connections,
+    wait_for_boot,
+    wait_for_database,
+    wait_for_exit,
+    wait_until_settled,
+    zombie_children,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+postgres_only = pytest.mark.skipif(
+    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
+    reason="restarts the local PostgreSQL server",
+)
+
+WORKERS = {"SQ_TEST_WORKER_PROCESSES": "2", "SQ_TEST_THREADS": "4"}
+CUT_ROUNDS = 12
+
+
+@pytest.fixture
+def server_database():
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite has no server connections to cut")
+
+
+def enqueue_slow_records(path, count, seconds):
+    calls = [((str(path), f"job-{index}", seconds), {}) for index in range(count)]
+    return enqueue_many(tasks.record_run_after, calls)
+
+
+def succeeded():
+    return job_states()["succeeded"]
+
+
+def assert_survived(supervisor, workers):
+    """The supervisor and its workers are the same processes as at boot."""
+    assert is_running(supervisor.pid), supervisor.log()
+    assert all(is_running(worker.pid) for worker in workers), supervisor.log()
+    assert zombie_children(supervisor.pid) == []
+
+
+def stop(supervisor):
+    supervisor.signal(15)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_cutting_every_connection_again_and_again_loses_no_job(
+    server_database, start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    results = enqueue_slow_records(path, 400, 0.05)
+    supervisor = start_supervisor(env=WORKERS)
+    workers = wait_for_boot(supervisor, workers=2)
+    wait_for(lambda: succeeded() > 0, message="jobs started to finish")
+
+    cuts = 0
+    for _ in range(CUT_ROUNDS):
+        cuts += terminate_other_connections()
+        sleep_briefly(0.3)
+    assert succeeded() < len(results), "the run ended before the cuts did"
+
+    states = wait_until_settled(len(results), timeout=120)
+    done, failed, _ = account_for(results, path)
+    print(
+        f"{cuts} connections cut in {CUT_ROUNDS} rounds; {done} done, {failed} failed"
+    )
+    assert cuts >= CUT_ROUNDS, "the cuts did not reach the workers"
+    assert states["claimed"] == 0
+    assert_survived(supervisor, workers)
+    log = supervisor.log()
+    assert "database error" in log
+    assert "unexpected error" not in log and "Traceback" not in log, log
+    stop(supervisor)
+
+
+@postgres_only
+def test_the_run_survives_a_postgres_restart(start_supervisor, tmp_path):
+    path = tmp_path / "runs"
+    results = enqueue_slow_records(path, 400, 0.05)
+    supervisor = start_supervisor(env=WORKERS)
+    workers = wait_for_boot(supervisor, workers=2)
+    wait_for(lambda: succeeded() > 20, message="the run is under way")
+
+    try:
+        restart_postgres()
+    finally:
+        # Whatever happened, leave a running server behind.
+        ensure_postgres_running()
+    wait_for_database()
+    assert succeeded() < len(results), "the run ended before the restart"
+
+    states = wait_until_settled(len(results), timeout=120)
+    done, failed, _ = account_for(results, path)
+    print(f"after a restart: {done} done, {failed} failed")
+    assert states["claimed"] == 0
+    assert_survived(supervisor, workers)
+    log = supervisor.log()
+    assert "database reachable again" in log
+    assert "unexpected error" not in log and "Traceback" not in log, log
+    stop(supervisor)

@@ -1,0 +1,91 @@
+"""manage.py steady_queue status: live processes and job counts, text or JSON."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from steady_queue.models import ClaimedExecution
+
+from ..conftest import ROOT
+from ..helpers import wait_for
+from .support import enqueue_sleeps, wait_for_boot, wait_for_exit
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def status_json():
+    out = io.StringIO()
+    call_command("steady_queue", "status", "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def status_text_via_manage_py():
+    """Run the real command line, as an operator would."""
+    env = {
+        **os.environ,
+        "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
+        "PYTHONPATH": str(ROOT),
+    }
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def test_status_lists_live_processes_and_what_they_run(start_supervisor):
+    supervisor = start_supervisor()
+    [worker] = wait_for_boot(supervisor)
+    enqueue_sleeps(60, 4)  # three threads: three run, one waits
+    wait_for(lambda: ClaimedExecution.objects.count() == 3)
+
+    status = status_json()
+
+    by_kind = {p["kind"]: p for p in status["processes"]}
+    assert sorted(by_kind) == ["dispatcher", "supervisor", "worker"]
+    assert by_kind["worker"]["name"] == worker.name
+    assert by_kind["worker"]["pid"] == worker.pid
+    assert by_kind["worker"]["running"] == 3
+    assert by_kind["worker"]["metadata"]["threads"] == 3
+    assert by_kind["supervisor"]["pid"] == supervisor.pid
+    assert by_kind["supervisor"]["metadata"]["mode"] == "fork"
+    assert all(p["heartbeat_age_seconds"] < 5 for p in status["processes"])
+    assert status["totals"]["running"] == 3
+    assert status["totals"]["ready"] == 1
+    [queue] = status["queues"]
+    assert (queue["name"], queue["ready"], queue["running"]) == ("default", 1, 3)
+    assert queue["paused"] is False
+
+    text = status_text_via_manage_py()
+    assert "Processes (3):" in text
+    assert f"worker     {worker.name}" in text
+    assert "running 3" in text
+    assert "Totals: ready 1, scheduled 0, running 3, blocked 0, failed 0" in text
+
+
+def test_status_after_a_stop_shows_no_processes_and_the_jobs_ready_again(
+    start_supervisor,
+):
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    enqueue_sleeps(60, 2)
+    wait_for(lambda: ClaimedExecution.objects.count() == 2)
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+    status = status_json()
+
+    assert status["processes"] == []
+    assert status["totals"]["ready"] == 2
+    assert status["totals"]["running"] == 0
