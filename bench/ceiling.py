@@ -31,10 +31,10 @@ SCHEMA = {
     ],
     "mysql": [
         "DROP TABLE IF EXISTS claimed, ready, jobs",
-        "CREATE TABLE jobs (id bigint AUTO_INCREMENT PRIMARY KEY, payload json NOT NULL,"
-        " finished_at datetime(6) NULL) ENGINE=InnoDB",
-        "CREATE TABLE ready (job_id bigint PRIMARY KEY, priority int NOT NULL DEFAULT 0,"
-        " FOREIGN KEY (job_id) REFERENCES jobs(id),"
+        "CREATE TABLE jobs (id bigint AUTO_INCREMENT PRIMARY KEY,"
+        " payload json NOT NULL, finished_at datetime(6) NULL) ENGINE=InnoDB",
+        "CREATE TABLE ready (job_id bigint PRIMARY KEY,"
+        " priority int NOT NULL DEFAULT 0, FOREIGN KEY (job_id) REFERENCES jobs(id),"
         " INDEX ready_poll (priority DESC, job_id)) ENGINE=InnoDB",
         "CREATE TABLE claimed (job_id bigint PRIMARY KEY, process_id int NOT NULL,"
         " FOREIGN KEY (job_id) REFERENCES jobs(id)) ENGINE=InnoDB",
@@ -65,10 +65,13 @@ def insert(conn, count: int, batch: int) -> None:
         size = min(batch, count - start)
         rows = ", ".join(["(%s)"] * size)
         # RETURNING works on PostgreSQL and on MariaDB >= 10.5.
-        cur.execute(f"INSERT INTO jobs (payload) VALUES {rows} RETURNING id", [PAYLOAD] * size)
+        cur.execute(
+            f"INSERT INTO jobs (payload) VALUES {rows} RETURNING id", [PAYLOAD] * size
+        )
         ids = [row[0] for row in cur.fetchall()]
         cur.execute(
-            f"INSERT INTO ready (job_id, priority) VALUES {', '.join(['(%s, 0)'] * size)}",
+            "INSERT INTO ready (job_id, priority) VALUES "
+            + ", ".join(["(%s, 0)"] * size),
             ids,
         )
         conn.commit()
@@ -81,7 +84,9 @@ def is_deadlock(error: Exception) -> bool:
     )
 
 
-def claim(conn, batch: int, process_id: int, claimed: list[int], deadlocks: list) -> None:
+def claim(
+    conn, batch: int, process_id: int, claimed: list[int], deadlocks: list
+) -> None:
     """(b) Claim ready rows `batch` at a time with SKIP LOCKED until none are left.
 
     A deadlocked claim is rolled back and retried, as a real worker would.
@@ -123,12 +128,13 @@ def claim_once(conn, batch: int, process_id: int) -> list[int]:
 
 
 def finish(conn, vendor: str, batch: int, ids: list[int]) -> None:
-    """(c) Mark claimed jobs finished and delete their claimed rows, `batch` per transaction."""
+    """(c) Mark jobs finished and delete their claimed rows, `batch` per transaction."""
     cur = conn.cursor()
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
         cur.execute(
-            f"UPDATE jobs SET finished_at = {NOW[vendor]} WHERE id IN ({marks(len(chunk))})",
+            f"UPDATE jobs SET finished_at = {NOW[vendor]}"
+            f" WHERE id IN ({marks(len(chunk))})",
             chunk,
         )
         cur.execute(f"DELETE FROM claimed WHERE job_id IN ({marks(len(chunk))})", chunk)
@@ -190,7 +196,12 @@ def one_run(vendor: str, conns: list, n: int, batch: int) -> dict:
 
 def main() -> None:
     """Run every configuration `repeats` times and print median jobs/s per phase."""
-    vendor, dbname, n, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    vendor, dbname, n, repeats = (
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+    )
     setup = connect(vendor, dbname)
     execute_all(setup, SCHEMA[vendor])
     setup.close()
@@ -201,7 +212,7 @@ def main() -> None:
         for conn in conns:
             conn.close()
 
-        def rate(*phases):
+        def rate(*phases, runs=runs):
             return n / statistics.median(sum(r[p] for p in phases) for r in runs)
 
         results.append(
@@ -218,7 +229,9 @@ def main() -> None:
                 "claim_deadlocks": sum(r["deadlocks"] for r in runs),
             }
         )
-    print("BENCH_RESULT " + json.dumps({"vendor": vendor, "results": results}), flush=True)
+    print(
+        "BENCH_RESULT " + json.dumps({"vendor": vendor, "results": results}), flush=True
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The three database targets: how to recreate a throwaway database and point Django at it."""
+"""The database targets: recreating a throwaway database and pointing Django at it."""
 
 import json
 import sqlite3

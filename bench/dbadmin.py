@@ -28,7 +28,9 @@ def version(vendor: str) -> dict:
     """The server's version string."""
     conn = connect(vendor, maintenance_db(vendor), autocommit=True)
     with conn.cursor() as cur:
-        cur.execute("SHOW server_version" if vendor == "postgresql" else "SELECT VERSION()")
+        cur.execute(
+            "SHOW server_version" if vendor == "postgresql" else "SELECT VERSION()"
+        )
         found = cur.fetchone()[0]
     conn.close()
     return {"version": found}

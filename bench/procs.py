@@ -152,7 +152,8 @@ def run(
         stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode != 0:
         raise RuntimeError(
-            f"exit {proc.returncode}: {' '.join(argv)}\n{stdout[-2000:]}\n{stderr[-4000:]}"
+            f"exit {proc.returncode}: {' '.join(argv)}\n"
+            f"{stdout[-2000:]}\n{stderr[-4000:]}"
         )
     return stdout
 

@@ -81,6 +81,8 @@ elif DATABASE == "sqlite":
     sqlite_path = os.environ.get(
         "SQ_SQLITE_PATH", str(BASE_DIR.parent / "build" / "tests.sqlite3")
     )
+    # A fresh clone has no build/ yet; SQLite will not create the folder.
+    Path(sqlite_path).parent.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",

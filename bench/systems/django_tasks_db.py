@@ -1,4 +1,4 @@
-"""django-tasks-db 0.13.0: two `manage.py db_worker` processes, one task at a time each."""
+"""django-tasks-db 0.13.0: two `manage.py db_worker` processes, one task each."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""procrastinate 3.10 (PostgreSQL only): two `manage.py procrastinate worker` processes."""
+"""procrastinate 3.10 (PostgreSQL only): two `procrastinate worker` processes."""
 
 from pathlib import Path
 
@@ -13,7 +13,11 @@ class Procrastinate(System):
     key = "procrastinate"
     title = "procrastinate 3.10"
     databases = ("postgresql",)
-    requirements = (DJANGO, "procrastinate[django]==3.10.*", "psycopg[binary,pool]>=3.1")
+    requirements = (
+        DJANGO,
+        "procrastinate[django]==3.10.*",
+        "psycopg[binary,pool]>=3.1",
+    )
     has_bulk = True  # Task.batch_defer
 
     def variants(self) -> list[Variant]:

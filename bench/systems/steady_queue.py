@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from paths import REPO
+
 from systems.base import DJANGO, System, Variant
 
 THREADS = "8"

@@ -6,8 +6,10 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
 
 
-def finished_stats(queryset: QuerySet, field: str) -> tuple[int, float | None, float | None]:
-    """Count rows with field set, plus the earliest and latest value as epoch seconds."""
+def finished_stats(
+    queryset: QuerySet, field: str
+) -> tuple[int, float | None, float | None]:
+    """Count rows with field set, and its earliest and latest value as epoch seconds."""
     agg = queryset.filter(**{f"{field}__isnull": False}).aggregate(
         count=Count("pk"), first=Min(field), last=Max(field)
     )
@@ -18,7 +20,9 @@ def finished_stats(queryset: QuerySet, field: str) -> tuple[int, float | None, f
     )
 
 
-def prefill_in_chunks(enqueue_chunk: Callable[[int], object], n: int, chunk: int) -> None:
+def prefill_in_chunks(
+    enqueue_chunk: Callable[[int], object], n: int, chunk: int
+) -> None:
     """Call enqueue_chunk(size) until n jobs exist, chunk at a time."""
     done = 0
     while done < n:

@@ -70,9 +70,16 @@ TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS = ["django.contrib.contenttypes"]
 DATABASES = {"default": database()}
+# Warnings only, for every system alike: per-task INFO lines (django.tasks,
+# procrastinate) would otherwise cost each system a formatted write per job.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "level": env("BENCH_LOG_LEVEL", "WARNING"),
+        }
+    },
     "root": {"handlers": ["console"], "level": env("BENCH_LOG_LEVEL", "WARNING")},
 }

@@ -167,7 +167,7 @@ def cmd_counts(args) -> dict:
         for table in system_tables():
             cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
             counts[table] = cursor.fetchone()[0]
-    return {"tables": counts}
+    return {"tables": counts, "prefixes": list(bench_api.TABLE_PREFIXES)}
 
 
 def cmd_flush(args) -> dict:

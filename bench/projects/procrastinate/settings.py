@@ -1,4 +1,4 @@
-"""procrastinate benchmark project settings (worker options come from the command line)."""
+"""procrastinate benchmark project settings (worker options: command line)."""
 
 from benchsettings import *  # noqa: F403
 from benchsettings import INSTALLED_APPS

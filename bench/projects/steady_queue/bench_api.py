@@ -2,8 +2,9 @@
 
 from benchapi import count_rows, finished_stats, prefill_in_chunks
 from django.apps import apps
-from steady_queue import enqueue_many
 from tasks import noop, record_start
+
+from steady_queue import enqueue_many
 
 TABLE_PREFIXES = ("steady_queue_",)
 JOBS_TABLE = "steady_queue_jobs"

@@ -1,4 +1,4 @@
-"""The benchmark's tasks: shared django.tasks definitions (see ../_common/djtasks.py)."""
+"""The benchmark's tasks: the shared django.tasks ones (../_common/djtasks.py)."""
 
 from djtasks import noop, record_start
 

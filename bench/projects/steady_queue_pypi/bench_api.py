@@ -1,8 +1,9 @@
 """steady-queue 0.3.0 (PyPI) operations for the benchmark driver (no bulk API)."""
 
 from benchapi import count_rows, finished_stats, prefill_in_transactions
-from steady_queue.models import Job
 from tasks import noop, record_start
+
+from steady_queue.models import Job
 
 TABLE_PREFIXES = ("steady_queue_",)
 enqueue_bulk = None

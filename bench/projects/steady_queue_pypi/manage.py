@@ -8,6 +8,6 @@ from pathlib import Path
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "_common"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
 
-from django.core.management import execute_from_command_line  # noqa: E402
+from django.core.management import execute_from_command_line
 
 execute_from_command_line(sys.argv)
