@@ -32,7 +32,9 @@ class SteadyQueue(System):
                 self.title,
                 f"TASKS OPTIONS: workers=[queues ['*'], threads {THREADS}, processes 2,"
                 " polling_interval 0.1], dispatchers=[polling_interval 1, batch_size"
-                " 500], preserve_finished_jobs=True; bulk = enqueue_many",
+                " 500], preserve_finished_jobs=True; other options default"
+                " (listen_notify True: LISTEN/NOTIFY wake-up on PostgreSQL);"
+                " bulk = enqueue_many",
                 {"BENCH_WORKER_THREADS": THREADS, "BENCH_WORKER_PROCESSES": "2"},
             )
         ]

@@ -1,0 +1,310 @@
+"""Turn the collected results into the comparison table, latest.json and latest.md."""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+HIGH, LOW = "higher is better", "lower is better"
+# Which raw-SQL ceiling measurement each throughput row is compared with:
+# (metric, connections, jobs per transaction, phase).
+CEILING_FOR = {
+    "single enqueue": (1, 1, "insert_jobs_per_s"),
+    "bulk enqueue": (1, 100, "insert_jobs_per_s"),
+    "drain": (4, 10, "claim_finish_jobs_per_s"),
+}
+
+
+def dig(data, *keys):
+    """data[k1][k2]... or None when any step is missing (negative ints index lists)."""
+    for key in keys:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def drain_at(result: dict, index: int) -> dict | None:
+    """The drain run at position index (0 = smallest N, -1 = largest N)."""
+    drains = result.get("drain") or []
+    if index == 1 and len(drains) < 2:
+        return None
+    return dig(drains, index)
+
+
+def rows_left(result: dict) -> str | None:
+    """Non-empty tables after the largest drain, e.g. 'job=500'; '0' when all empty."""
+    counts = dig(drain_at(result, -1), "rows_left")
+    if counts is None:
+        return None
+    prefixes = tuple(counts["prefixes"])
+
+    def short(name: str) -> str:
+        for prefix in prefixes:
+            name = name.removeprefix(prefix)
+        return name
+
+    left = [f"{short(name)}={n}" for name, n in counts["tables"].items() if n]
+    return " ".join(left) or "0"
+
+
+# (label, unit, direction, value getter, N getter for the cell annotation)
+Metric = tuple[
+    str, str, str | None, Callable[[dict], object], Callable[[dict], int] | None
+]
+METRICS: list[Metric] = [
+    ("single enqueue", "jobs/s", HIGH, lambda r: dig(r, "single", "jobs_per_s"), None),
+    ("single enqueue p50", "ms", LOW, lambda r: dig(r, "single", "p50_ms"), None),
+    ("single enqueue p99", "ms", LOW, lambda r: dig(r, "single", "p99_ms"), None),
+    ("bulk enqueue", "jobs/s", HIGH, lambda r: dig(r, "bulk", "jobs_per_s"), None),
+    (
+        "drain",
+        "jobs/s",
+        HIGH,
+        lambda r: dig(drain_at(r, 0), "jobs_per_s"),
+        lambda r: dig(drain_at(r, 0), "n"),
+    ),
+    (
+        "drain, larger N",
+        "jobs/s",
+        HIGH,
+        lambda r: dig(drain_at(r, 1), "jobs_per_s"),
+        lambda r: dig(drain_at(r, 1), "n"),
+    ),
+    (
+        "drain excl. start-up",
+        "jobs/s",
+        HIGH,
+        lambda r: dig(drain_at(r, -1), "steady_jobs_per_s"),
+        lambda r: dig(drain_at(r, -1), "n"),
+    ),
+    ("pickup latency p50", "ms", LOW, lambda r: dig(r, "latency", "p50_ms"), None),
+    ("pickup latency p99", "ms", LOW, lambda r: dig(r, "latency", "p99_ms"), None),
+    (
+        "peak RSS per process",
+        "MiB",
+        LOW,
+        lambda r: dig(drain_at(r, -1), "memory", "per_process_peak_rss_mib"),
+        None,
+    ),
+    (
+        "peak RSS, process tree",
+        "MiB",
+        LOW,
+        lambda r: dig(drain_at(r, -1), "memory", "tree_peak_rss_mib"),
+        None,
+    ),
+    (
+        "peak PSS, process tree",
+        "MiB",
+        LOW,
+        lambda r: dig(drain_at(r, -1), "memory", "tree_peak_pss_mib"),
+        None,
+    ),
+    (
+        "processes in tree",
+        "",
+        None,
+        lambda r: dig(drain_at(r, -1), "memory", "processes"),
+        None,
+    ),
+    (
+        "graceful stop",
+        "s",
+        LOW,
+        lambda r: dig(drain_at(r, -1), "stop", "seconds"),
+        None,
+    ),
+    ("rows left after drain", "", None, rows_left, None),
+]
+
+
+def fmt(value, unit: str = "") -> str:
+    """Human formatting: thousands for rates, 2 decimals for small values."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "jobs/s" or (isinstance(value, int) and not unit):
+        return f"{value:,.0f}"
+    if abs(value) < 10:
+        return f"{value:.2f}"
+    return f"{value:,.1f}"
+
+
+def short_n(n: int) -> str:
+    """10000 -> '10k'."""
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def ceiling_value(ceiling: dict, db_key: str, metric: str) -> float | None:
+    """The raw-SQL number the metric row is compared with, if any."""
+    if metric not in CEILING_FOR:
+        return None
+    conns, batch, field = CEILING_FOR[metric]
+    for row in dig(ceiling, db_key, "results") or []:
+        if row["connections"] == conns and row["batch"] == batch:
+            return row[field]
+    return None
+
+
+def build_table(data: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: a row per (database, metric), a column per system variant."""
+    columns = data["columns"]
+    header = [
+        "database",
+        "metric",
+        *(c["label"] for c in columns),
+        "ours / best peer",
+        "raw SQL",
+    ]
+    rows = []
+    for db_key, db_title in data["databases"].items():
+        for label, unit, direction, get, get_n in METRICS:
+            cells, values = [], []
+            for column in columns:
+                result = dig(column, "results", db_key)
+                if result is None:
+                    cells.append("n/a")
+                    values.append(None)
+                    continue
+                value = get(result)
+                failed = value is None and result.get("errors")
+                text = "ERR" if failed else fmt(value, unit)
+                if get_n and value is not None:
+                    text += f" (N={short_n(get_n(result))})"
+                cells.append(text)
+                values.append(value)
+            if all(v is None for v in values):
+                continue
+            name = f"{label} ({unit})" if unit else label
+            ratio = ratio_cell(columns, values, direction)
+            raw = ceiling_value(data.get("ceiling", {}), db_key, label)
+            rows.append([db_title, name, *cells, ratio, fmt(raw, "jobs/s")])
+        for row in dig(data, "ceiling", db_key, "results") or []:
+            text = (
+                f"insert {fmt(row['insert_jobs_per_s'], 'jobs/s')} · claim"
+                f" {fmt(row['claim_jobs_per_s'], 'jobs/s')} · finish"
+                f" {fmt(row['finish_jobs_per_s'], 'jobs/s')}"
+            )
+            name = (
+                f"raw SQL, {row['connections']} conn x {row['batch']} job/txn (jobs/s)"
+            )
+            rows.append([db_title, name, *([""] * len(columns)), "", text])
+    return header, rows
+
+
+def ratio_cell(columns: list[dict], values: list, direction: str | None) -> str:
+    """ours / best peer, where best is the max or min depending on direction."""
+    if direction is None:
+        return ""
+    ours = [
+        v for c, v in zip(columns, values, strict=True) if c["ours"] and v is not None
+    ]
+    peers = [
+        v
+        for c, v in zip(columns, values, strict=True)
+        if not c["ours"] and v is not None
+    ]
+    if not ours or not peers:
+        return "-"
+    best = max(peers) if direction == HIGH else min(peers)
+    return f"{ours[0] / best:.2f}x" if best else "-"
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """A fixed-width table for the terminal."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))  # noqa: E731
+    return "\n".join(
+        [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
+    )
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured markdown table."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def notes(data: dict) -> list[str]:
+    """Errors, skipped systems and how to read the table."""
+    lines = [
+        "Ratios are ours / best peer: above 1 is better for jobs/s,"
+        " below 1 for ms and MiB.",
+        "drain = N pre-enqueued no-op jobs, from worker start to the last finish;"
+        " 'excl. start-up' counts from the first finish instead (largest N).",
+        "Pickup latency = task start - return of the enqueue call (idle workers,"
+        f" {dig(data, 'sizes', 'latency_n')} jobs"
+        f" {dig(data, 'sizes', 'latency_gap')} s apart).",
+        "Memory rows come from the largest drain; PSS splits pages shared by forked"
+        " processes, so it is the fairer tree total.",
+        "raw SQL column: single enqueue ← insert, 1 conn x 1 job/txn; bulk ← insert,"
+        " 1 conn x 100 jobs/txn; drain ← claim + finish, 4 conn x 10 jobs/txn.",
+    ]
+    for skip in data.get("skipped", []):
+        lines.append(f"Skipped {skip['what']}: {skip['reason']}")
+    for column in data["columns"]:
+        for db_key, result in column["results"].items():
+            for phase, error in (result.get("errors") or {}).items():
+                first = error.splitlines()[0][:300]
+                lines.append(f"ERROR {column['label']} on {db_key}, {phase}: {first}")
+    for db_key, ceiling in (data.get("ceiling") or {}).items():
+        if "error" in ceiling:
+            lines.append(f"ERROR raw SQL on {db_key}: {ceiling['error'][:300]}")
+        deadlocks = sum(r.get("claim_deadlocks", 0) for r in ceiling.get("results", []))
+        if deadlocks:
+            lines.append(
+                f"raw SQL on {db_key}: {deadlocks} claim transactions deadlocked"
+                " and were retried."
+            )
+    return lines
+
+
+def machine_lines(data: dict) -> list[str]:
+    """The machine and run description."""
+    m = data["machine"]
+    return [
+        f"- CPU: {m['cpu']} x {m['cores']} cores, RAM {m['ram_gib']} GiB, {m['os']}",
+        f"- Python {m['python']}; MySQL driver: {data['mysql_driver']}",
+        f"- steady_queue source: {data.get('steady_queue_revision', 'unknown')}",
+        *(f"- {name}: {version}" for name, version in m["db_versions"].items()),
+        f"- load average (1/5/15 min) at start {m['load_avg_start']},"
+        f" at end {m['load_avg_end']}",
+        f"- mode: {data['mode']}; run took {data['duration_s'] / 60:.1f} min;"
+        f" {data['generated_at']}",
+        f"- sizes: {json.dumps(data['sizes'])}",
+    ]
+
+
+def write(data: dict, results_dir: Path) -> str:
+    """Write latest.json and latest.md; return the terminal rendering."""
+    header, rows = build_table(data)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "latest.json").write_text(
+        json.dumps(data, indent=1, default=str) + "\n"
+    )
+    settings = [f"- **{c['label']}**: {c['settings']}" for c in data["columns"]]
+    md = [
+        "# steady_queue benchmark",
+        "",
+        *machine_lines(data),
+        "",
+        markdown_table(header, rows),
+        "",
+        "## Settings",
+        "",
+        *settings,
+        "",
+        "## Notes",
+        "",
+        *(f"- {n}" for n in notes(data)),
+        "",
+    ]
+    (results_dir / "latest.md").write_text("\n".join(md))
+    return "\n".join(
+        [*machine_lines(data), "", text_table(header, rows), "", *notes(data)]
+    )
