@@ -24,6 +24,7 @@ env: $(VENVS)/dj61/.installed
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
 # PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors).
 test: $(VENVS)/dj61/.installed $(VENVS)/dj60/.installed $(VENVS)/dj52/.installed
+	@bash scripts/install-chromium
 	@bash scripts/test-matrix
 	@$(MAKE) --no-print-directory docs
 

@@ -2,7 +2,23 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "enqueue_many"]
+from .concurrency import limits_concurrency
+from .on_commit import enqueue_on_commit
+from .retries import exponential, fixed, retry
+from .timeouts import timeout
+from .unique import unique
+
+__all__ = [
+    "__version__",
+    "enqueue_many",
+    "enqueue_on_commit",
+    "exponential",
+    "fixed",
+    "limits_concurrency",
+    "retry",
+    "timeout",
+    "unique",
+]
 
 
 def enqueue_many(task, calls):

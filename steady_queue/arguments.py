@@ -1,9 +1,33 @@
-"""Checks and stores a call's arguments as JSON, naming any argument that is not."""
+"""Stores a call's arguments as tagged JSON and turns them back into values.
+
+Plain JSON values (str, int, float, bool, None, lists, dicts with string keys)
+are stored as they are. A few more types round-trip exactly through a tagged
+object, ``{"__sq__": "<type>", ...}``: tuple, datetime, date, time, timedelta,
+Decimal, UUID and saved model instances (by label and primary key, fetched
+again when the job runs). A user dict that has the tag key itself is wrapped
+too, so it can never be mistaken for a tag. Anything else is refused at
+enqueue, naming the argument and its type. Never pickle: a job row can only
+ever produce these values.
+"""
 
 import math
+import uuid
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from zoneinfo import ZoneInfo
 
-from .compat import normalize_json
-from .exceptions import EnqueueError
+from .exceptions import ArgumentDecodeError, ArgumentRowMissingError, EnqueueError
+
+TAG = "__sq__"
+# Set on the stored arguments when any value in them is tagged: a job whose
+# arguments are plain JSON is handed to its task without a walk.
+TAGGED = "tagged"
+
+SUPPORTED = (
+    "strings, numbers, booleans, None, lists, tuples and dicts with string keys "
+    "of them, datetime, date, time, timedelta, Decimal, UUID, and saved model "
+    "instances"
+)
 
 
 class ArgumentError(EnqueueError, TypeError):
@@ -12,49 +36,211 @@ class ArgumentError(EnqueueError, TypeError):
 
 def serialize_arguments(task_path, args, kwargs):
     """Return ``{"args": [...], "kwargs": {...}}`` or raise ArgumentError."""
-    for index, value in enumerate(args):
-        _check(value, f"positional argument {index}", task_path)
-    for name, value in kwargs.items():
-        _check(value, f"argument {name!r}", task_path)
-    return {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+    encoder = _Encoder(task_path)
+    stored = {
+        "args": [
+            encoder.encode(value, f"positional argument {index}")
+            for index, value in enumerate(args)
+        ],
+        "kwargs": {
+            name: encoder.encode(value, f"argument {name!r}")
+            for name, value in kwargs.items()
+        },
+    }
+    if encoder.tagged:
+        stored[TAGGED] = True
+    return stored
 
 
-def _check(value, where, task_path, path=""):
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            _fail(where + path, task_path, f"the float {value!r}")
-        return
-    if isinstance(value, dict):
+def decode_arguments(stored, load_rows=True):
+    """Return ``(args, kwargs)`` from stored arguments, with tagged values rebuilt.
+
+    With ``load_rows`` each model instance is fetched from its default manager
+    (ArgumentRowMissingError if its row is gone); without, it is an instance
+    holding only its primary key, whose other fields load when first read.
+    """
+    args = stored.get("args", [])
+    kwargs = stored.get("kwargs", {})
+    if not stored.get(TAGGED):
+        return args, kwargs
+    decode = _Decoder(load_rows).decode
+    return [decode(value) for value in args], {
+        name: decode(value) for name, value in kwargs.items()
+    }
+
+
+class _Encoder:
+    """One walk over a call's arguments: checks each value and encodes it."""
+
+    def __init__(self, task_path):
+        self.task_path = task_path
+        self.tagged = False
+
+    def encode(self, value, where, path=""):
+        if value is None or isinstance(value, str | bool | int):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self.fail(where + path, f"the float {value!r}")
+            return value
+        if isinstance(value, dict):
+            return self.encode_dict(value, where, path)
+        if isinstance(value, list):
+            return [
+                self.encode(item, where, f"{path}[{index}]")
+                for index, item in enumerate(value)
+            ]
+        if type(value) is tuple:
+            items = [
+                self.encode(item, where, f"{path}[{index}]")
+                for index, item in enumerate(value)
+            ]
+            return self.tag("tuple", v=items)
+        encoded = self.encode_scalar(value, where + path)
+        if encoded is not None:
+            return encoded
+        kind = type(value)
+        return self.fail(where + path, f"of type {kind.__module__}.{kind.__qualname__}")
+
+    def encode_dict(self, value, where, path):
+        items = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                _fail(
+                kind = type(key)
+                self.fail(
                     where + path,
-                    task_path,
-                    f"a dict with the non-string key {key!r} (JSON would turn it "
+                    f"a dict with the non-string key {key!r} (of type "
+                    f"{kind.__module__}.{kind.__qualname__}; JSON would turn it "
                     "into a string)",
                 )
-            _check(item, where, task_path, f"{path}[{key!r}]")
-        return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check(item, where, task_path, f"{path}[{index}]")
-        return
-    if isinstance(value, bytes):
+            items[key] = self.encode(item, where, f"{path}[{key!r}]")
+        if TAG in items:
+            # Escaped, so a user's own "__sq__" key is never read as a tag.
+            return self.tag("dict", v=items)
+        return items
+
+    def encode_scalar(self, value, where):
+        """Tag a datetime, date, time, timedelta, Decimal, UUID or model; else None."""
+        # datetime before date: a datetime is a date.
+        if isinstance(value, datetime):
+            zone = getattr(value.tzinfo, "key", None)
+            if zone is not None:
+                return self.tag("datetime", v=value.isoformat(), tz=zone)
+            return self.tag("datetime", v=value.isoformat())
+        if isinstance(value, date):
+            return self.tag("date", v=value.isoformat())
+        if isinstance(value, time):
+            if value.tzinfo is not None and not isinstance(value.tzinfo, timezone):
+                self.fail(
+                    where,
+                    f"a time with the time zone {value.tzinfo!r}, which has no "
+                    "fixed offset without a date (pass a datetime instead)",
+                )
+            return self.tag("time", v=value.isoformat())
+        if isinstance(value, timedelta):
+            return self.tag(
+                "timedelta", v=[value.days, value.seconds, value.microseconds]
+            )
+        if isinstance(value, Decimal):
+            return self.tag("decimal", v=str(value))
+        if isinstance(value, uuid.UUID):
+            return self.tag("uuid", v=str(value))
+        return self.encode_model(value, where)
+
+    def encode_model(self, value, where):
+        from django.db.models import Model
+
+        if not isinstance(value, Model):
+            return None
+        label = value._meta.label
+        if value.pk is None:
+            self.fail(
+                where,
+                f"an unsaved {label} instance (its pk is None); save it before "
+                "enqueueing, since only its primary key is stored",
+            )
+        return self.tag("model", model=label, pk=self.encode(value.pk, where, ".pk"))
+
+    def tag(self, name, **fields):
+        self.tagged = True
+        return {TAG: name, **fields}
+
+    def fail(self, where, what):
+        raise ArgumentError(
+            f"Unsupported type: {where} of task {self.task_path!r} is {what}, "
+            f"which cannot be stored as JSON. Pass {SUPPORTED} (a model instance "
+            "is stored by primary key and fetched again when the job runs). "
+            "Nothing was enqueued."
+        )
+
+
+class _Decoder:
+    """Rebuilds tagged values; model rows are fetched once per decode."""
+
+    def __init__(self, load_rows):
+        self.load_rows = load_rows
+
+    def decode(self, value):
+        if isinstance(value, list):
+            return [self.decode(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        name = value.get(TAG)
+        if name is None:
+            return {key: self.decode(item) for key, item in value.items()}
+        rebuild = _REBUILDERS.get(name)
+        if rebuild is None:
+            raise ArgumentDecodeError(
+                f"The stored argument {value!r} has the unknown tag {name!r}; it "
+                "was written by a newer steady_queue, or edited by hand."
+            )
+        return rebuild(self, value)
+
+    def model(self, value):
+        from django.apps import apps
+
+        label, pk = value["model"], self.decode(value["pk"])
         try:
-            value.decode()
-        except UnicodeDecodeError:
-            _fail(where + path, task_path, "bytes that are not valid UTF-8")
-        return
-    kind = type(value)
-    _fail(where + path, task_path, f"of type {kind.__module__}.{kind.__qualname__}")
+            model = apps.get_model(label)
+        except LookupError as e:
+            raise ArgumentDecodeError(
+                f"A model instance argument names the model {label!r} (pk {pk!r}),"
+                " which is not installed. Was it renamed or removed after the job "
+                "was enqueued?"
+            ) from e
+        if not self.load_rows:
+            return model.from_db(None, [model._meta.pk.attname], [pk])
+        try:
+            return model._default_manager.get(pk=pk)
+        except model.DoesNotExist:
+            raise ArgumentRowMissingError(
+                f"The {label} with pk {pk!r}, passed to this task as an argument, "
+                "no longer exists (deleted after the job was enqueued, or hidden "
+                "by the default manager), so the task was not called. If the task "
+                "should run anyway, pass the primary key and fetch the row in the "
+                "task."
+            ) from None
 
 
-def _fail(where, task_path, what):
-    raise ArgumentError(
-        f"Unsupported type: {where} of task {task_path!r} is {what}, which "
-        "cannot be stored as JSON. Pass strings, numbers, booleans, None, and "
-        "lists or dicts of them (for a model instance, pass its primary key and "
-        "fetch the row in the task). Nothing was enqueued."
-    )
+def _datetime(decoder, value):
+    parsed = datetime.fromisoformat(value["v"])
+    zone = value.get("tz")
+    return parsed.astimezone(ZoneInfo(zone)) if zone else parsed
+
+
+def _timedelta(decoder, value):
+    days, seconds, microseconds = value["v"]
+    return timedelta(days=days, seconds=seconds, microseconds=microseconds)
+
+
+_REBUILDERS = {
+    "dict": lambda d, value: {key: d.decode(item) for key, item in value["v"].items()},
+    "tuple": lambda d, value: tuple(d.decode(item) for item in value["v"]),
+    "datetime": _datetime,
+    "date": lambda d, value: date.fromisoformat(value["v"]),
+    "time": lambda d, value: time.fromisoformat(value["v"]),
+    "timedelta": _timedelta,
+    "decimal": lambda d, value: Decimal(value["v"]),
+    "uuid": lambda d, value: uuid.UUID(value["v"]),
+    "model": lambda d, value: d.model(value),
+}

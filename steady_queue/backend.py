@@ -6,10 +6,12 @@ from django.utils import timezone
 from . import checks
 from .arguments import serialize_arguments
 from .compat import BaseTaskBackend, TaskResultDoesNotExist, task_enqueued
+from .concurrency import limit_of
 from .conf import parse_options
 from .exceptions import TaskNotFoundError
 from .results import build_result
 from .task_loader import load_task
+from .unique import unique_of
 
 
 class SteadyQueueBackend(BaseTaskBackend):
@@ -46,7 +48,7 @@ class SteadyQueueBackend(BaseTaskBackend):
 
         self._validate(task)
         job = self._job_for(task, args, kwargs, timezone.now())
-        Job.objects.using(self.database).enqueue(job)
+        job = Job.objects.using(self.database).enqueue(job)
         return self._enqueued(job, task)
 
     def enqueue_many(self, task, calls):
@@ -89,7 +91,8 @@ class SteadyQueueBackend(BaseTaskBackend):
     def _job_for(self, task, args, kwargs, now):
         from .models import Job
 
-        return Job(
+        limit = limit_of(task)
+        job = Job(
             queue_name=task.queue_name,
             task_path=task.module_path,
             arguments=serialize_arguments(task.module_path, args, kwargs),
@@ -97,9 +100,18 @@ class SteadyQueueBackend(BaseTaskBackend):
             backend_name=self.alias,
             scheduled_at=task.run_after,
             enqueued_at=now,
+            concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
         )
+        job._concurrency_limit = limit
+        job.unique = unique_of(task)
+        if job.unique is not None:
+            job.unique_key = job.unique.key_for(task, args, kwargs, job.arguments)
+        return job
 
     def _enqueued(self, job, task):
+        if getattr(job, "merged", False):
+            # The pending run of a @unique task stands for this call.
+            return build_result(job, self._task_for(job))
         result = build_result(job, task)
         task_enqueued.send(type(self), task_result=result)
         return result

@@ -18,6 +18,10 @@ class WorkerConfig:
     threads: int = 3
     processes: int = 1
     polling_interval: float = 0.1
+    # Recycling: replace the worker after this many jobs, or once its memory
+    # (RSS, in MB) is over this after a job. None: never.
+    max_tasks: int | None = None
+    max_memory_mb: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +73,14 @@ class Options:
     supervisor_pidfile: str | None = None
     mode: str = "fork"
     listen_notify: bool = True
+    # Seconds one run of a task may take unless it has its own @timeout; None: no
+    # limit.
+    timeout: float | None = None
+    # How long a concurrency slot may stay taken when its holder dies without
+    # giving it back (@limits_concurrency's duration, where it sets none).
+    concurrency_duration: float = 180.0
+    # The retry policy of tasks without @retry (None: one attempt, no retries).
+    retry: object = None
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringEntry, ...] = ()
     # The TASKS alias these options were read for (set by read_options).
@@ -130,11 +142,23 @@ def _queues(value, where, errors):
     return tuple(value)
 
 
+def _megabytes(value, where, errors):
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        errors.append(
+            f"{where} must be a number of megabytes greater than zero, or None; "
+            f"got {value!r}."
+        )
+        return None
+    return value
+
+
 _WORKER_READERS = {
     "queues": _queues,
     "threads": _positive_int,
     "processes": _positive_int,
     "polling_interval": _duration,
+    "max_tasks": lambda v, w, e: None if v is None else _positive_int(v, w, e),
+    "max_memory_mb": lambda v, w, e: None if v is None else _megabytes(v, w, e),
 }
 _DISPATCHER_READERS = {
     "polling_interval": _duration,
@@ -300,9 +324,18 @@ _READERS = {
     "supervisor_pidfile": _pidfile,
     "mode": _mode,
     "listen_notify": _boolean,
+    "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
+    "concurrency_duration": _duration,
+    "retry": lambda v, w, e: _retry_policy(v, w, e),
     "scheduler": lambda v, w, e: _section(v, w, _SCHEDULER_READERS, SchedulerConfig, e),
     "recurring": _recurring,
 }
+
+
+def _retry_policy(value, where, errors):
+    from .retries import policy_from_options
+
+    return policy_from_options(value, where, errors)
 
 
 def read_options(raw, alias="default"):

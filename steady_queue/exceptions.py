@@ -25,6 +25,42 @@ class EnqueueError(SteadyQueueError, ValueError):
     """The call could not be enqueued (bad arguments); nothing was written."""
 
 
+class ArgumentDecodeError(SteadyQueueError):
+    """A job's stored arguments cannot be turned back into Python values."""
+
+
+class ArgumentRowMissingError(ArgumentDecodeError, LookupError):
+    """A model instance passed as an argument no longer exists in the database."""
+
+
+class TaskTimeoutError(SteadyQueueError, TimeoutError):
+    """The task ran longer than its timeout and was stopped."""
+
+
+class ConcurrencyKeyError(EnqueueError):
+    """A task's concurrency key could not be computed; nothing was written."""
+
+
+class ConcurrencyLimitDiscarded(SteadyQueueError):
+    """The run was dropped: its concurrency key had no free slot.
+
+    Recorded instead of running when the task's limit says on_conflict="discard".
+    """
+
+
+class DuplicateTaskError(EnqueueError):
+    """A run of this @unique task with the same key is pending; nothing was written."""
+
+    def __init__(self, job, pending_job_id):
+        self.result_id = str(pending_job_id)
+        super().__init__(
+            f"{job.task_path} already has a pending run with the unique key "
+            f"{job.unique_key!r} (result id {pending_job_id}), and its @unique says "
+            'on_duplicate="refuse". Wait for that run to start, or use '
+            'on_duplicate="merge" to get its result instead.'
+        )
+
+
 class DuplicateSupervisorError(SteadyQueueError):
     """Another supervisor already holds the pidfile on this host."""
 

@@ -26,9 +26,17 @@ def log_process_exited(sender, process, **kwargs):
 
 
 @receiver(signals.process_replaced)
-def log_process_replaced(sender, name, pid, status, replacement, **kwargs):
-    logger.warning(
-        "%s (pid %s) %s; started %s to replace it", name, pid, status, replacement
+def log_process_replaced(
+    sender, name, pid, status, replacement, planned=False, **kwargs
+):
+    # planned: the child was recycled or stopped an overrunning job, and said why.
+    logger.log(
+        logging.INFO if planned else logging.WARNING,
+        "%s (pid %s) %s; started %s to replace it",
+        name,
+        pid,
+        status,
+        replacement,
     )
 
 

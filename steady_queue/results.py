@@ -1,5 +1,6 @@
 """Builds TaskResults from job rows: the one place a result is put together."""
 
+from .arguments import TAGGED, decode_arguments
 from .compat import TaskError, TaskResult, TaskResultStatus
 
 
@@ -14,8 +15,14 @@ def status_of(job):
     return TaskResultStatus.READY
 
 
-def build_result(job, task, *, status=None, worker_ids=None, backend=None):
-    """Return the TaskResult for a job row as it stands (or with a given status)."""
+def build_result(
+    job, task, *, status=None, worker_ids=None, backend=None, arguments=None
+):
+    """Return the TaskResult for a job row as it stands (or with a given status).
+
+    ``arguments`` is ``(args, kwargs)`` already decoded; by default they are
+    decoded from the row, model instances holding only their primary key.
+    """
     status = status or status_of(job)
     claimed_at = getattr(job, "claimed_at", None)
     if worker_ids is None:
@@ -37,6 +44,13 @@ def build_result(job, task, *, status=None, worker_ids=None, backend=None):
         errors=[TaskError(**error) for error in job.errors],
         worker_ids=worker_ids,
     )
+    if job.arguments.get(TAGGED):
+        # TaskResult runs its args through normalize_json, which refuses
+        # datetimes, models and the like: it is built with the stored JSON,
+        # then given the values the task is (or was) called with.
+        args, kwargs = arguments or decode_arguments(job.arguments, load_rows=False)
+        object.__setattr__(result, "args", args)
+        object.__setattr__(result, "kwargs", kwargs)
     if status == TaskResultStatus.SUCCESSFUL:
         # _return_value is not an init field of the frozen dataclass.
         object.__setattr__(result, "_return_value", job.return_value)

@@ -1,10 +1,14 @@
 """JobRunner: the one place user code runs, and what its run produced."""
 
+import asyncio
+import logging
 import traceback
 
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
+from .arguments import TAGGED, decode_arguments
 from .compat import (
     TaskContext,
     TaskResultStatus,
@@ -12,9 +16,12 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .exceptions import TaskNotFoundError
+from .exceptions import TaskNotFoundError, TaskTimeoutError
 from .outcome import Outcome
 from .results import build_result
+from .timeouts import timeout_message
+
+logger = logging.getLogger("steady_queue")
 
 
 class JobRunner:
@@ -29,7 +36,7 @@ class JobRunner:
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         close_old_connections()
         try:
-            call = self._start(job, task)
+            call = self._start(job, task, decode_arguments(job.arguments))
             value = task.func(*call.args, **call.kwargs)
         except BaseException as error:
             return self._failed(job, error)
@@ -37,12 +44,19 @@ class JobRunner:
             close_old_connections()
         return self._returned(job, value)
 
-    async def arun(self, job, task):
-        """Run an async task on the worker's event loop."""
+    async def arun(self, job, task, timeout=None):
+        """Run an async task on the worker's event loop, cancelled after timeout."""
+        limit = None
         try:
-            call = self._start(job, task)
-            value = await task.func(*call.args, **call.kwargs)
+            arguments = await _adecode(job.arguments)
+            call = self._start(job, task, arguments)
+            async with asyncio.timeout(timeout) as limit:
+                value = await task.func(*call.args, **call.kwargs)
         except BaseException as error:
+            if limit is not None and limit.expired():
+                # The cancellation surfaced as TimeoutError; a TimeoutError the
+                # task raised itself on time is left as it is.
+                error = _timed_out(job, timeout, error)
             return self._failed(job, error)
         return self._returned(job, value)
 
@@ -51,7 +65,21 @@ class JobRunner:
         return self._failed(job, error)
 
     def report_finished(self, outcome, task):
-        """Send task_finished for a recorded outcome (failures with their exc_info)."""
+        """Send task_finished for a recorded outcome (failures with their exc_info).
+
+        A failed run that will be retried has not finished its task: it is
+        logged, and task_finished waits for the last attempt.
+        """
+        if outcome.retry_at is not None:
+            logger.warning(
+                "Task id=%s path=%s attempt %d failed (%s); retrying at %s",
+                outcome.job.pk,
+                outcome.job.task_path,
+                len(outcome.job.errors),
+                outcome.exception_class.__name__ if outcome.exception_class else "?",
+                outcome.retry_at.isoformat(),
+            )
+            return
         status = (
             TaskResultStatus.SUCCESSFUL
             if outcome.succeeded
@@ -67,18 +95,22 @@ class JobRunner:
             # Receivers read sys.exc_info() to log the traceback.
             task_finished.send(self.backend_class, task_result=result)
 
-    def _start(self, job, task):
+    def _start(self, job, task, arguments):
+        # Decoded once per run, before this: a model argument whose row is gone
+        # has raised already, and the task is not called.
+        args, kwargs = arguments
         result = build_result(
             job,
             task,
             status=TaskResultStatus.RUNNING,
             worker_ids=[*job.worker_ids, self.worker_id],
+            arguments=(args, kwargs),
         )
         task_started.send(self.backend_class, task_result=result)
-        args = list(result.args)
+        args = list(args)
         if task.takes_context:
             args.insert(0, TaskContext(task_result=result))
-        return _Call(args, result.kwargs)
+        return _Call(args, kwargs)
 
     def _returned(self, job, value):
         try:
@@ -106,6 +138,22 @@ class JobRunner:
             },
             exception=None if isinstance(error, TaskNotFoundError) else error,
         )
+
+
+async def _adecode(stored):
+    if not stored.get(TAGGED):
+        return decode_arguments(stored)
+    # Model arguments are fetched with the ORM, which must not run on the loop.
+    return await sync_to_async(decode_arguments)(stored)
+
+
+def _timed_out(job, seconds, cancelled):
+    error = TaskTimeoutError(timeout_message(job.task_path, seconds, "was cancelled"))
+    try:
+        raise error from cancelled
+    except TaskTimeoutError as raised:
+        # Raised, so its traceback shows where the coroutine was cancelled.
+        return raised
 
 
 class _Call:

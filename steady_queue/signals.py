@@ -13,7 +13,9 @@ process_stopping = Signal()
 # A process deregistered and is about to exit. Arguments: process.
 process_exited = Signal()
 # A supervisor saw a child die and started a replacement.
-# Arguments: name, pid, status (a description of how it ended), replacement.
+# Arguments: name, pid, status (a description of how it ended), replacement,
+# planned (True when the child asked to be replaced: recycled, or it stopped a
+# job past its timeout).
 process_replaced = Signal()
 # A supervisor pruned processes whose heartbeat expired. Arguments: processes.
 processes_pruned = Signal()

@@ -4,38 +4,23 @@ import json
 
 from django.utils import timezone
 
+from .job_states import counts_by_state, is_estimate
+from .queues import queue_overview
 from .recurring.status import recurring_lines, recurring_status
+
+# The states kept in their own tables: exact counts, cheap to read.
+TABLED = ("ready", "scheduled", "running", "blocked", "failed")
 
 
 def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
-    from .models import (
-        BlockedExecution,
-        ClaimedExecution,
-        FailedExecution,
-        Pause,
-        Process,
-        ReadyExecution,
-        ScheduledExecution,
-    )
+    from .models import ClaimedExecution, Process
 
     db = backend.database
     now = timezone.now()
-    states = {
-        "ready": ReadyExecution,
-        "scheduled": ScheduledExecution,
-        "running": ClaimedExecution,
-        "blocked": BlockedExecution,
-        "failed": FailedExecution,
-    }
-    counts = {
-        state: model.objects.using(db).counts_by_queue()
-        for state, model in states.items()
-    }
-    oldest_ready = ReadyExecution.objects.using(db).oldest_by_queue()
-    paused = Pause.objects.using(db).paused_queue_names()
+    queues = queue_overview(db, now=now)
     running_by_process = ClaimedExecution.objects.using(db).counts_by_process()
-    queue_names = sorted(set().union(*counts.values(), paused))
+    counts = counts_by_state(db)
     return {
         "processes": [
             {
@@ -53,20 +38,10 @@ def collect_status(backend):
             }
             for process in Process.objects.using(db).order_by("supervisor_id", "pk")
         ],
-        "queues": [
-            {
-                "name": name,
-                "paused": name in paused,
-                **{state: counts[state].get(name, 0) for state in states},
-                "latency_seconds": round(
-                    (now - oldest_ready[name]).total_seconds(), 3
-                )
-                if name in oldest_ready
-                else 0.0,
-            }
-            for name in queue_names
-        ],
-        "totals": {state: sum(counts[state].values()) for state in states},
+        "queues": queues,
+        "totals": {state: count for state, count in counts.items() if state in TABLED},
+        # Finished jobs are counted up to COUNT_LIMIT, then estimated.
+        "finished": {"count": counts["finished"], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
     }
 
@@ -94,8 +69,11 @@ def print_status(backend, out, as_json=False):
             f"{q['blocked']:>9}{q['failed']:>8}{q['latency_seconds']:>9.1f}s"
         )
     totals = status["totals"]
+    finished = status["finished"]
     out.write(
-        "Totals: " + ", ".join(f"{state} {count}" for state, count in totals.items())
+        "Totals: "
+        + ", ".join(f"{state} {count}" for state, count in totals.items())
+        + f", finished {'~' if finished['estimated'] else ''}{finished['count']}"
     )
     if status["recurring"]:
         out.write("")

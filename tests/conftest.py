@@ -94,6 +94,10 @@ class SupervisorProcess:
         self.popen.wait(timeout=10)
 
 
+# The management command integration tests run, as manage.py's arguments.
+COMMAND = ["steady_queue"]
+
+
 @pytest.fixture
 def start_supervisor(tmp_path):
     """Fork `manage.py steady_queue` against the test database; killed at teardown."""
@@ -109,7 +113,7 @@ def start_supervisor(tmp_path):
         }
         with open(log_path, "w") as log:
             popen = subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", *args],
+                [sys.executable, str(ROOT / "tests" / "manage.py"), *COMMAND, *args],
                 env=environment,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -18,6 +18,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.admin",
+    # The browser tests' live server serves the admin's CSS.
+    "django.contrib.staticfiles",
     *([FRAMEWORK_APP] if FRAMEWORK_APP else []),
     "steady_queue",
     "tests",
@@ -28,6 +30,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -144,7 +147,13 @@ TASKS = {
                     "polling_interval": _env_number("SQ_TEST_POLLING_INTERVAL", 0.05),
                 }
             ],
-            "dispatchers": [{"polling_interval": 0.1, "batch_size": 100}],
+            "dispatchers": [
+                {
+                    "polling_interval": 0.1,
+                    "batch_size": 100,
+                    "concurrency_maintenance_interval": 1.0,
+                }
+            ],
             "process_heartbeat_interval": _env_number("SQ_TEST_HEARTBEAT", 1.0),
             "process_alive_threshold": _env_number("SQ_TEST_ALIVE_THRESHOLD", 5.0),
             "shutdown_timeout": _env_number("SQ_TEST_SHUTDOWN_TIMEOUT", 2.0),
@@ -166,6 +175,18 @@ TASKS["separate"] = {
         "shutdown_timeout": 2,
     },
 }
+
+# tests/integration/test_failure_policy.py: timeouts and recycling, by env.
+for _option, _variable, _kind in (
+    ("max_tasks", "SQ_TEST_MAX_TASKS", int),
+    ("max_memory_mb", "SQ_TEST_MAX_MEMORY_MB", float),
+):
+    if os.environ.get(_variable):
+        TASKS["default"]["OPTIONS"]["workers"][0][_option] = _kind(
+            os.environ[_variable]
+        )
+if os.environ.get("SQ_TEST_TIMEOUT"):
+    TASKS["default"]["OPTIONS"]["timeout"] = float(os.environ["SQ_TEST_TIMEOUT"])
 
 # tests/recurring: forked supervisors read their recurring tasks (JSON) from here.
 if os.environ.get("SQ_TEST_RECURRING"):

@@ -4,7 +4,9 @@ import asyncio
 import os
 import time
 
+from steady_queue import limits_concurrency, retry, unique
 from steady_queue.compat import task
+from steady_queue.timeouts import timeout
 
 
 @task
@@ -78,3 +80,191 @@ def record_run_after(path, label, seconds):
     with open(path, "a") as file:
         file.write(f"{label} {os.getpid()} {time.time()}\n")
     return label
+
+
+# Concurrency controls. Each run appends "key start end pid" to a file, so tests
+# can measure how many runs of one key overlapped.
+
+
+def _record_interval(path, key, seconds):
+    started = time.time()
+    time.sleep(seconds)
+    with open(path, "a") as file:
+        file.write(f"{key} {started} {time.time()} {os.getpid()}\n")
+    return key
+
+
+def _key_argument(path, key, seconds):
+    return key
+
+
+@limits_concurrency(to=1, key=_key_argument, duration=5)
+@task
+def one_at_a_time(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+@task
+@limits_concurrency(to=3, key=_key_argument)
+def three_at_a_time(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+@limits_concurrency(to=1, key=_key_argument, group="shared-limit")
+@task
+def shares_a_limit(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+@limits_concurrency(to=1, key=_key_argument, group="shared-limit")
+@task
+def also_shares_a_limit(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+@limits_concurrency(to=1, key=_key_argument, on_conflict="discard")
+@task
+def one_or_none(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+@limits_concurrency(to=1)
+@task
+def whole_task_limited():
+    return "ran"
+
+
+def _broken_key(account_id):
+    raise LookupError(f"no account {account_id}")
+
+
+@limits_concurrency(key=_broken_key)
+@task
+def broken_key(account_id):
+    return account_id
+
+
+# Failure policy: argument types, timeouts, recycling.
+
+
+def describe_value(value):
+    """What a task received, precisely enough to compare type and value."""
+    from django.db.models import Model
+
+    if isinstance(value, Model):
+        # Fetched again in the worker: its fields are the row's, not the pk only.
+        return [type(value).__qualname__, value.pk, str(value)]
+    if isinstance(value, dict):
+        # By item, not repr: PostgreSQL's jsonb does not keep the key order.
+        return ["dict", {key: describe_value(item) for key, item in value.items()}]
+    if isinstance(value, list | tuple):
+        return [type(value).__qualname__, [describe_value(item) for item in value]]
+    return [type(value).__qualname__, repr(value)]
+
+
+@task
+def describe_arguments(*args, **kwargs):
+    """Return how each argument arrived: type name and repr."""
+    return {
+        "args": [describe_value(value) for value in args],
+        "kwargs": {name: describe_value(value) for name, value in kwargs.items()},
+    }
+
+
+@task
+def record_user(path, user):
+    """Record a run that received a user; must not run once the user is gone."""
+    with open(path, "a") as file:
+        file.write(f"{user.username} {os.getpid()}\n")
+    return user.pk
+
+
+@timeout(1)
+@task
+def overruns_its_timeout(path, label, seconds):
+    """Sleep past its 1 s timeout (decorator above @task), recording the start."""
+    with open(path, "a") as file:
+        file.write(f"{label} {os.getpid()} {time.time()}\n")
+    time.sleep(seconds)
+    return label
+
+
+@task
+@timeout(1)
+async def async_overruns_its_timeout(seconds):
+    """Await past its 1 s timeout (decorator below @task): cancelled on time."""
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@task
+@timeout(None)
+def has_no_timeout():
+    return "unlimited"
+
+
+# Retries. Each run appends a line, so a task can tell which attempt it is on.
+
+
+def _runs_so_far(path):
+    try:
+        with open(path) as file:
+            return len(file.readlines())
+    except FileNotFoundError:
+        return 0
+
+
+def _record_attempt(path):
+    with open(path, "a") as file:
+        file.write(f"{os.getpid()} {time.time()}\n")
+    return _runs_so_far(path)
+
+
+@retry(attempts=3, wait=0.3)
+@task(takes_context=True)
+def flaky(context, path, failures):
+    """Fail ``failures`` times with ConnectionError, then succeed."""
+    run = _record_attempt(path)
+    if run <= failures:
+        raise ConnectionError(f"attempt {context.attempt} failed")
+    return {"run": run, "attempt": context.attempt}
+
+
+@retry(attempts=5, on=(ConnectionError,), discard_on=(ConnectionRefusedError,), wait=0)
+@task
+def picky(path, kind):
+    _record_attempt(path)
+    raise {
+        "retried": ConnectionError,
+        "discarded": ConnectionRefusedError,
+        "not listed": ValueError,
+    }[kind](kind)
+
+
+@task
+@retry(attempts=2, wait=0)
+def dies_once(path, seconds):
+    """The first attempt runs long (tests kill its worker); the next one is quick."""
+    if _record_attempt(path) == 1:
+        time.sleep(seconds)
+    return "survived"
+
+
+@retry(attempts=2, wait=0)
+@limits_concurrency(to=1, key=_key_argument)
+@task
+def limited_and_retried(path, key, seconds):
+    _record_interval(path, key, seconds)
+    raise ConnectionError("try again")
+
+
+@unique()
+@task
+def refresh_listing(listing_id):
+    return listing_id
+
+
+@unique(key=lambda account_id, **options: account_id, on_duplicate="refuse")
+@task
+def export_account(account_id, **options):
+    return account_id

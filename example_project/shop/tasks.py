@@ -11,6 +11,7 @@ from decimal import Decimal
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 from django.utils import timezone
+from steady_queue import limits_concurrency, retry, timeout, unique
 from steady_queue.recurring import recurring
 
 try:
@@ -39,6 +40,7 @@ def send_order_confirmation(order_id):
     return {"to": order.customer_email, "subject": subject, "sent": sent}
 
 
+@unique()
 @task(queue_name="reports", priority=-10)
 def build_sales_report():
     """Summarise every order; the dict is stored as the task's return value."""
@@ -57,9 +59,10 @@ async def fetch_exchange_rate(currency):
     return {"currency": currency, "rate": rates[currency]}
 
 
+@retry(attempts=2, wait=1, on=(PaymentDeclined,))
 @task
 def charge_card(order_id):
-    """Always fails, to show how a failure is recorded."""
+    """Always fails, to show a retry and how the final failure is recorded."""
     raise PaymentDeclined(f"card declined for order {order_id}")
 
 
@@ -85,3 +88,20 @@ def count_recent_orders():
     """Recurring: the scheduler enqueues it every 2 seconds, once per tick."""
     since = timezone.now() - timedelta(hours=1)
     return {"orders_last_hour": Order.objects.filter(created_at__gte=since).count()}
+
+
+@limits_concurrency(to=1, key=lambda customer_email: customer_email)
+@task
+def sync_loyalty_points(customer_email):
+    """One sync per customer at a time: a second one waits, blocked, for the first."""
+    orders = Order.objects.filter(customer_email=customer_email)
+    points = sum(int(order.amount) for order in orders)
+    return {"customer": customer_email, "points": points}
+
+
+@timeout(1)
+@task
+async def fetch_supplier_quote(item):
+    """Its supplier never answers: the coroutine is cancelled after 1 second."""
+    await asyncio.sleep(30)
+    return {"item": item}

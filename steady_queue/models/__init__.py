@@ -11,6 +11,7 @@ from .recurring_execution import RecurringExecution
 from .recurring_task import RecurringTask
 from .scheduled_execution import ScheduledExecution
 from .semaphore import Semaphore
+from .unique_key import UniqueKey
 
 __all__ = [
     "BlockedExecution",
@@ -24,4 +25,5 @@ __all__ = [
     "RecurringTask",
     "ScheduledExecution",
     "Semaphore",
+    "UniqueKey",
 ]

@@ -1,6 +1,6 @@
 """The base QuerySet every steady_queue model shares, and its one locking helper."""
 
-from django.db import connections, models, transaction
+from django.db import IntegrityError, connections, models, transaction
 
 # PostgreSQL channel on which new ready jobs are announced; workers LISTEN on it
 # so they need not wait for their next poll.
@@ -42,6 +42,26 @@ class QueueQuerySet(models.QuerySet):
         for "whoever takes the claim row owns the outcome".
         """
         return self.select_for_update()._delete_returning(fields, None)
+
+    def lock_or_create(self, lookup, defaults, fields):
+        """Lock the row matching ``lookup`` and return its ``fields``.
+
+        If there is none, create it from ``lookup`` and ``defaults`` and return
+        None. Runs in the caller's transaction and keeps the row locked until it
+        ends. ``lookup`` must name a unique column: of two racing creators, the
+        second gets a duplicate key, inside a savepoint so the caller's
+        transaction stays usable, and then locks the winner's row.
+        """
+        row = self.select_for_update().filter(**lookup).values_list(*fields)
+        found = row.first()
+        if found is not None:
+            return found
+        try:
+            with transaction.atomic(using=self.db):
+                self.create(**lookup, **defaults)
+            return None
+        except IntegrityError:
+            return row.first()
 
     def delete_rows(self):
         """Delete these rows in one statement, without the ORM's cascade collector.

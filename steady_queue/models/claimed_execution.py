@@ -1,6 +1,8 @@
 """ClaimedExecution: a job a live process has taken and is running."""
 
 import json
+from dataclasses import replace
+from datetime import timedelta
 
 from django.db import models, transaction
 from django.db.models import Count, Exists, OuterRef
@@ -89,7 +91,13 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         if not outcomes:
             return []
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
-        if self.connection.vendor == "postgresql":
+        # Failures may be retried and limited jobs release slots: both need more
+        # than the one-statement path does, and both are the rarer case.
+        simple = all(
+            outcome.succeeded and not outcome.job.concurrency_key
+            for outcome in outcomes
+        )
+        if self.connection.vendor == "postgresql" and simple:
             held_ids = self._finalize_in_one_statement(
                 outcomes, process_id, preserve_finished_jobs
             )
@@ -98,8 +106,21 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             held = self.held_by(process_id).filter(job_id__in=sorted(by_id))
             held_ids = sorted(row[0] for row in held.delete_returning(["job"]))
             recorded = [by_id[job_id] for job_id in held_ids]
-            self._record(recorded, preserve_finished_jobs)
+            recorded = self._record(recorded, preserve_finished_jobs)
+            # In the same transaction: a slot is given back exactly when its
+            # run's outcome is recorded, and its next blocked job made ready.
+            self.release_concurrency_slots([outcome.job for outcome in recorded])
         return recorded
+
+    def release_concurrency_slots(self, jobs):
+        """Give back the slots these finished jobs held; unblock the next jobs."""
+        from .blocked_execution import BlockedExecution
+        from .semaphore import Semaphore
+
+        keys = [job.concurrency_key for job in jobs if job.concurrency_key]
+        if keys:
+            Semaphore.objects.using(self.db).release_slots(keys)
+            BlockedExecution.objects.using(self.db).release_next(keys)
 
     def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
         jobs = [outcome.apply_to(outcome.job) for outcome in outcomes]
@@ -157,14 +178,18 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                 )
                 for job in Job.objects.using(self.db).filter(pk__in=claims)
             ]
-            self._record(outcomes)
+            outcomes = self._record(outcomes)
+            self.release_concurrency_slots([outcome.job for outcome in outcomes])
         return [outcome.job for outcome in outcomes]
 
     def _record(self, outcomes, preserve_finished_jobs=True):
+        """Write outcomes; return them, failures marked with their retry time."""
         # Runs inside the caller's transaction, after the claim rows were deleted.
         from .failed_execution import FailedExecution
         from .job import Job
+        from .scheduled_execution import ScheduledExecution
 
+        outcomes = [with_retry_decided(outcome) for outcome in outcomes]
         deleted = {
             o.job.pk for o in outcomes if o.succeeded and not preserve_finished_jobs
         }
@@ -175,9 +200,47 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         if deleted:
             # A running job has no execution row but the claim just deleted.
             jobs.filter(pk__in=deleted).delete_rows()
-        failed = [o.job for o in outcomes if not o.succeeded]
+        failed = [o.job for o in outcomes if not o.succeeded and not o.retry_at]
         if failed:
             FailedExecution.objects.using(self.db).create_all_for(failed)
+        retried = [(o.job, o.retry_at) for o in outcomes if o.retry_at]
+        if retried:
+            ScheduledExecution.objects.using(self.db).create_all_at(
+                retried, timezone.now()
+            )
+        return outcomes
+
+    def fail_overrun(self, process_id, errors, worker_id, release_others):
+        """Fail a process's overrunning jobs, each with its error; maybe release
+        the rest of its claims. Return (failed job ids, released job ids).
+
+        One transaction: a worker replaced for an overrun exits right after,
+        holding no claim, so none of its jobs is failed as a crash.
+        """
+        with transaction.atomic(using=self.db):
+            held = self.held_by(process_id)
+            failed = []
+            for job_id, error in errors.items():
+                jobs = held.filter(job_id=job_id).fail_all_with(
+                    error, worker_ids_by_process={process_id: worker_id}
+                )
+                failed.extend(job.pk for job in jobs)
+            released = held.release_all() if release_others else []
+        return failed, released
+
+
+def with_retry_decided(outcome):
+    """The outcome, with retry_at set if its job's retry policy runs it again."""
+    if outcome.succeeded:
+        return outcome
+    from ..retries import policy_for_job
+
+    # Every earlier attempt failed (a success ends the job), leaving an error.
+    attempt = len(outcome.job.errors) + 1
+    wait = policy_for_job(outcome.job).wait_before(attempt, outcome.exception_class)
+    if wait is None:
+        return outcome
+    return replace(outcome, retry_at=outcome.finished_at + timedelta(seconds=wait))
 
 
 class ClaimedExecution(Execution):

@@ -1,9 +1,13 @@
 """The abstract execution row: one per job, in the table named by the job's state."""
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Count, Min
+from django.utils import timezone
 
 from .base import QueueQuerySet
+
+# How many jobs one operator action (retry, discard, run now) moves per transaction.
+OPERATOR_BATCH_SIZE = 1000
 
 
 class ExecutionQuerySet(QueueQuerySet):
@@ -21,6 +25,54 @@ class ExecutionQuerySet(QueueQuerySet):
         """Return {queue name: created_at of the oldest row}."""
         rows = self.values_list(self.queue_field).annotate(oldest=Min("created_at"))
         return dict(rows.order_by())
+
+    def for_jobs(self, jobs):
+        """The executions of a Job queryset (a filtered admin list)."""
+        return self.filter(job_id__in=jobs.values("pk"))
+
+    def make_ready_now(self):
+        """Move these jobs to ready at once, ignoring times and limits; return ids."""
+        from .job import Job
+        from .ready_execution import ReadyExecution
+
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            ReadyExecution.objects.using(self.db).create_all_for(jobs, timezone.now())
+        return ids
+
+    def discard_all(self):
+        """Delete these jobs entirely, with their results; return their ids."""
+        from .job import Job
+
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            Job.objects.using(self.db).filter(pk__in=ids).delete_rows()
+        return ids
+
+    def in_batches(self, verb, batch_size=None, progress=None):
+        """Apply a verb (a queryset method returning ids) a batch at a time.
+
+        Each batch is its own transaction, so a million rows never hold one lock
+        for minutes and a timeout loses at most the batch in flight. Batches
+        are keyed on the job id: one the verb could not move is not fetched
+        again. Returns every id moved; ``progress(n)`` is called per batch.
+        """
+        batch_size = batch_size or OPERATOR_BATCH_SIZE
+        done = []
+        last = None
+        while True:
+            window = self.order_by("job_id")
+            if last is not None:
+                window = window.filter(job_id__gt=last)
+            ids = list(window.values_list("job_id", flat=True)[:batch_size])
+            if not ids:
+                return done
+            last = ids[-1]
+            moved = verb(self.model.objects.using(self.db).filter(job_id__in=ids))
+            done.extend(moved)
+            if progress is not None:
+                progress(len(moved))
 
 
 class Execution(models.Model):

@@ -15,25 +15,23 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         )
 
     def retry_all(self):
-        """Make these failed jobs ready again; return their ids."""
-        from .job import Job
-        from .ready_execution import ReadyExecution
-
-        with transaction.atomic(using=self.db):
-            ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = Job.objects.using(self.db).filter(pk__in=ids)
-            jobs.update(finished_at=None)
-            ReadyExecution.objects.using(self.db).create_all_for(jobs)
-        return ids
-
-    def discard_all(self):
-        """Delete these failed jobs entirely; return their ids."""
+        """Run these failed jobs again (through their concurrency limits); ids."""
         from .job import Job
 
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            Job.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            for job in jobs:
+                job.finished_at = None
+            Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
+            Job.objects.using(self.db).dispatch_all(jobs)
         return ids
+
+    def for_queue(self, queue_name):
+        return self.filter(job__queue_name=queue_name)
+
+    def for_task(self, task_path):
+        return self.filter(job__task_path=task_path)
 
 
 class FailedExecution(Execution):

@@ -6,6 +6,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
+from ..exceptions import DuplicateTaskError
 from .base import READY_CHANNEL, QueueQuerySet
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
@@ -14,8 +15,8 @@ INSERT_JOB_AND_EXECUTION_SQL = """
 WITH job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-         enqueued_at, errors, worker_ids)
-    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
+         enqueued_at, concurrency_key, errors, worker_ids)
+    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
 ),
 execution AS (
@@ -43,10 +44,10 @@ INSERT_JOBS_AND_EXECUTIONS_SQL = """
 WITH input AS (
     SELECT * FROM unnest(
         %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
-        %s::timestamptz[], %s::timestamptz[]
+        %s::timestamptz[], %s::timestamptz[], %s::varchar[]
     ) WITH ORDINALITY
     AS input(queue_name, task_path, priority, backend_name, scheduled_at,
-             enqueued_at, position)
+             enqueued_at, concurrency_key, position)
     -- Arguments travel as one JSON array: cheaper than an array of jsonb.
     JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY
     AS arguments(arguments, position) USING (position)
@@ -54,9 +55,9 @@ WITH input AS (
 job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-         enqueued_at, errors, worker_ids)
+         enqueued_at, concurrency_key, errors, worker_ids)
     SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-           enqueued_at, '[]'::jsonb, '[]'::jsonb
+           enqueued_at, concurrency_key, '[]'::jsonb, '[]'::jsonb
     FROM input ORDER BY position
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
 ),
@@ -81,7 +82,9 @@ SELECT id, (
 
 class JobQuerySet(QueueQuerySet):
     def enqueue(self, job):
-        """Insert an unsaved job and its ready or scheduled execution; return it."""
+        """Insert an unsaved job and its ready, scheduled or blocked execution."""
+        if job.needs_concurrency_slot or job.unique_key:
+            return self._with_lock_retries(self._enqueue_each, [job])[0]
         if self.connection.vendor == "postgresql":
             return self._enqueue_in_one_statement(job)
         # savepoint=False: inside the caller's atomic() this adds no SAVEPOINT
@@ -90,6 +93,113 @@ class JobQuerySet(QueueQuerySet):
             job.save(using=self.db, force_insert=True)
             job.execution_class().objects.using(self.db).create_for(job)
         return job
+
+    def _enqueue_each(self, jobs):
+        """Enqueue jobs that take a unique key or a concurrency slot, in order.
+
+        Returns the jobs, where a duplicate of a pending @unique job is
+        replaced by that pending job (marked ``merged``). Raises
+        DuplicateTaskError, having written nothing, for a duplicate whose task
+        refuses them. A savepoint: a refusal inside the caller's atomic() leaves
+        the caller's transaction usable.
+        """
+        from .unique_key import UniqueKey
+
+        enqueued = []
+        with transaction.atomic(using=self.db):
+            for job in jobs:
+                job.save(using=self.db, force_insert=True)
+                holder = None
+                if job.unique_key:
+                    keys = UniqueKey.objects.using(self.db)
+                    holder = keys.take(job.unique_key, job.pk)
+                if holder is None:
+                    # Routed at once: a later duplicate in this batch must find
+                    # this job pending.
+                    self.route([job])
+                    enqueued.append(job)
+                    continue
+                # Saved first because the key row names a job; dropped again.
+                self.filter(pk=job.pk).delete_rows()
+                if job.unique.on_duplicate == "refuse":
+                    raise DuplicateTaskError(job, holder)
+                merged = self.get(pk=holder)
+                merged.merged = True
+                enqueued.append(merged)
+        return enqueued
+
+    def _with_lock_retries(self, function, jobs):
+        # A deadlock (MySQL) rolls back the whole transaction: it can be run again
+        # only when it is our own, not when enqueue joined the caller's atomic().
+        if self.connection.in_atomic_block:
+            return function(jobs)
+        from ..processes.db import retrying_lock_conflicts
+
+        def attempt(jobs):
+            for job in jobs:
+                job.pk = None
+                job._state.adding = True
+            return function(jobs)
+
+        return retrying_lock_conflicts(attempt, jobs)
+
+    def route(self, jobs, now=None):
+        """Give saved jobs their first execution row: scheduled, or dispatched now."""
+        from .scheduled_execution import ScheduledExecution
+
+        scheduled = [job for job in jobs if job.is_scheduled]
+        if scheduled:
+            ScheduledExecution.objects.using(self.db).create_all_for(scheduled, now)
+        return self.dispatch_all([job for job in jobs if not job.is_scheduled], now)
+
+    def dispatch_all(self, jobs, now=None):
+        """Make saved jobs ready, unless their concurrency key has no free slot.
+
+        A job that finds no slot is blocked until one is released, or, if its
+        limit says on_conflict="discard", recorded as failed without running.
+        Runs in the caller's transaction; returns the jobs made ready.
+        """
+        from .blocked_execution import BlockedExecution
+        from .ready_execution import ReadyExecution
+
+        now = now or timezone.now()
+        ready, blocked, discarded = [], [], []
+        # Sorted by key: transactions taking several semaphores take them in
+        # the same order, so they cannot deadlock on each other.
+        for job in sorted(jobs, key=lambda job: job.concurrency_key or ""):
+            if job.take_concurrency_slot(now, using=self.db):
+                ready.append(job)
+            elif job.concurrency_limit().on_conflict == "discard":
+                discarded.append(job)
+            else:
+                duration = job.concurrency_limit().duration_for(job.backend_name)
+                blocked.append((job, now + duration))
+        if ready:
+            ReadyExecution.objects.using(self.db).create_all_for(ready, now)
+        if blocked:
+            BlockedExecution.objects.using(self.db).create_all_for(blocked, now)
+        if discarded:
+            self._discard(discarded, now)
+        return ready
+
+    def _discard(self, jobs, now):
+        from ..exceptions import ConcurrencyLimitDiscarded, error_payload
+        from .failed_execution import FailedExecution
+
+        for job in jobs:
+            limit = job.concurrency_limit()
+            job.finished_at = now
+            job.errors = [
+                *job.errors,
+                error_payload(
+                    ConcurrencyLimitDiscarded,
+                    f"Not run: all {limit.to} slot(s) of the concurrency key "
+                    f"{job.concurrency_key!r} were taken, and the task's limit "
+                    'says on_conflict="discard".',
+                ),
+            ]
+        self.model.objects.using(self.db).bulk_update(jobs, ["finished_at", "errors"])
+        FailedExecution.objects.using(self.db).create_all_for(jobs, now)
 
     def _enqueue_in_one_statement(self, job):
         sql = INSERT_SCHEDULED_SQL if job.is_scheduled else INSERT_READY_SQL
@@ -103,6 +213,7 @@ class JobQuerySet(QueueQuerySet):
                 job.backend_name,
                 job.scheduled_at,
                 job.enqueued_at,
+                job.concurrency_key,
             ],
         )
         job.pk = rows[0][0]
@@ -123,6 +234,9 @@ class JobQuerySet(QueueQuerySet):
         saved = []
         for start in range(0, len(jobs), batch_size):
             batch = jobs[start : start + batch_size]
+            if any(job.needs_concurrency_slot or job.unique_key for job in batch):
+                saved.extend(self._with_lock_retries(self._enqueue_each, batch))
+                continue
             if self.connection.vendor == "postgresql":
                 saved.extend(self._enqueue_batch_in_one_statement(batch))
                 continue
@@ -152,6 +266,7 @@ class JobQuerySet(QueueQuerySet):
             [job.backend_name for job in batch],
             [job.scheduled_at for job in batch],
             [job.enqueued_at for job in batch],
+            [job.concurrency_key for job in batch],
             json.dumps([job.arguments for job in batch]),
         ]
         rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)
@@ -188,21 +303,29 @@ class JobQuerySet(QueueQuerySet):
             Exists(FailedExecution.objects.filter(job=OuterRef("pk")))
         )
 
-    def clear_finished(self, finished_before, batch_size=500):
-        """Delete successful jobs that finished before a time; return how many."""
+    def finished_before(self, cutoff):
+        """Successful jobs that finished before ``cutoff`` (what clearing deletes)."""
+        return self.finished().filter(finished_at__lt=cutoff)
+
+    def clear_finished(self, finished_before, batch_size=500, progress=None):
+        """Delete successful jobs that finished before a time; return how many.
+
+        A batch per statement; ``progress(n)`` is called after each.
+        """
         deleted = 0
         while True:
             ids = list(
-                self.finished()
-                .filter(finished_at__lt=finished_before)
-                .values_list("pk", flat=True)[:batch_size]
+                self.finished_before(finished_before).values_list("pk", flat=True)[
+                    :batch_size
+                ]
             )
             if not ids:
                 return deleted
             # Finished jobs have no execution rows left to cascade to.
-            deleted += (
-                self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
-            )
+            count = self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            deleted += count
+            if progress is not None:
+                progress(count)
 
 
 class Job(models.Model):
@@ -230,6 +353,12 @@ class Job(models.Model):
         # Every index here is rewritten when a job finishes: keep only what
         # clearing finished jobs needs.
         indexes = [models.Index(fields=["finished_at"], name="sq_job_finished")]
+        # What operators may do in the admin; viewing needs only view_job.
+        permissions = [
+            ("retry_job", "Can retry failed jobs"),
+            ("discard_job", "Can discard failed and scheduled jobs"),
+            ("run_job_now", "Can run scheduled, blocked and recurring jobs now"),
+        ]
 
     def __str__(self):
         return f"Job {self.pk} ({self.task_path})"
@@ -257,6 +386,40 @@ class Job(models.Model):
         """Mark this in-memory job as claimed at a time (the attempt's start)."""
         self.claimed_at = at
         return self
+
+    # Set by the backend for a @unique task's call (not stored on the job row).
+    unique = None
+    unique_key = None
+
+    @property
+    def needs_concurrency_slot(self):
+        """Whether this job must take a concurrency slot before it runs now."""
+        return bool(self.concurrency_key) and not self.is_scheduled
+
+    def concurrency_limit(self):
+        """The @limits_concurrency of this job's task, or None if it has none."""
+        if not self.concurrency_key:
+            return None
+        if not hasattr(self, "_concurrency_limit"):
+            from ..concurrency import limit_for_path
+
+            self._concurrency_limit = limit_for_path(self.task_path)
+        return self._concurrency_limit
+
+    def take_concurrency_slot(self, now, using=None):
+        """Take a slot of this job's concurrency key; True if free or unlimited.
+
+        Must run inside a transaction: the semaphore row stays locked until it
+        ends (see Semaphore.objects.acquire).
+        """
+        from .semaphore import Semaphore
+
+        limit = self.concurrency_limit()
+        if limit is None:
+            return True
+        return Semaphore.objects.using(using or self._state.db).acquire(
+            self.concurrency_key, limit.to, limit.duration_for(self.backend_name), now
+        )
 
     def execution_class(self):
         """Return the execution model a newly enqueued job starts in."""

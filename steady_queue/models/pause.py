@@ -30,6 +30,10 @@ class Pause(models.Model):
 
     class Meta:
         db_table = "steady_queue_pauses"
+        # The admin lists every queue under this model (see admin/queues.py).
+        verbose_name = "queue"
+        verbose_name_plural = "queues"
+        permissions = [("pause_queue", "Can pause and resume queues")]
 
     def __str__(self):
         return f"{self.queue_name} (paused)"

@@ -33,6 +33,33 @@ class ProcessQuerySet(QueueQuerySet):
             last_heartbeat_at__lt=now - timedelta(seconds=alive_threshold)
         )
 
+    def alive(self, alive_threshold, now=None):
+        """Processes that heartbeated within the threshold (seconds)."""
+        now = now or timezone.now()
+        return self.filter(
+            last_heartbeat_at__gte=now - timedelta(seconds=alive_threshold)
+        )
+
+    def counts_by_kind(self):
+        """Return {kind: number of processes}."""
+        rows = self.values_list("kind").annotate(count=models.Count("pk"))
+        return dict(rows.order_by())
+
+    def running_jobs(self):
+        """Return {process id: [(job id, task path, claimed at), ...]}."""
+        from .claimed_execution import ClaimedExecution
+
+        claims = (
+            ClaimedExecution.objects.using(self.db)
+            .filter(process_id__in=self.values("pk"))
+            .order_by("created_at", "job_id")
+            .values_list("process_id", "job_id", "job__task_path", "created_at")
+        )
+        running = {}
+        for process_id, job_id, task_path, claimed_at in claims:
+            running.setdefault(process_id, []).append((job_id, task_path, claimed_at))
+        return running
+
     def supervised_by(self, supervisor_id):
         return self.filter(supervisor_id=supervisor_id)
 
@@ -69,6 +96,7 @@ class Process(models.Model):
 
     class Meta:
         db_table = "steady_queue_processes"
+        verbose_name_plural = "processes"
         indexes = [
             models.Index(fields=["last_heartbeat_at"], name="sq_process_heartbeat"),
             models.Index(fields=["supervisor_id"], name="sq_process_supervisor"),

@@ -5,7 +5,7 @@ from functools import cached_property
 from django.db import IntegrityError, models, transaction
 from django.db.models import OuterRef, Subquery
 
-from ..arguments import serialize_arguments
+from ..arguments import decode_arguments, serialize_arguments
 from ..exceptions import RecurringTaskError
 from ..recurring.schedule import Schedule
 from ..recurring.specs import MISSED_POLICIES
@@ -166,9 +166,8 @@ class RecurringTask(models.Model):
             # loses the race writes no job and sends no task_enqueued signal.
             with transaction.atomic(using=self._state.db):
                 execution = executions.record(self.key, run_at)
-                result = task.enqueue(
-                    *self.arguments.get("args", []), **self.arguments.get("kwargs", {})
-                )
+                args, kwargs = self.call_arguments()
+                result = task.enqueue(*args, **kwargs)
                 executions.attach_job(execution, int(result.id))
         except IntegrityError:
             return None
@@ -176,9 +175,12 @@ class RecurringTask(models.Model):
 
     def enqueue_now(self):
         """Enqueue a job at once, outside the schedule (it is not a tick)."""
-        return self.task().enqueue(
-            *self.arguments.get("args", []), **self.arguments.get("kwargs", {})
-        )
+        args, kwargs = self.call_arguments()
+        return self.task().enqueue(*args, **kwargs)
+
+    def call_arguments(self):
+        """The stored (args, kwargs) as values again, ready to enqueue."""
+        return decode_arguments(self.arguments, load_rows=False)
 
     def last_run_at(self):
         from .recurring_execution import RecurringExecution

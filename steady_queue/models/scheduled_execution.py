@@ -19,17 +19,23 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
 
     def create_all_for(self, jobs, now=None):
         """Hold saved jobs until their scheduled times, in one insert."""
-        now = now or timezone.now()
+        return self.create_all_at(
+            [(job, job.scheduled_at) for job in jobs], now or timezone.now()
+        )
+
+    def create_all_at(self, jobs_and_times, now):
+        """Hold saved jobs until the given times (retries: not their own), in one
+        insert."""
         return self.bulk_create(
             [
                 self.model(
                     job_id=job.pk,
                     queue_name=job.queue_name,
                     priority=job.priority,
-                    scheduled_at=job.scheduled_at,
+                    scheduled_at=scheduled_at,
                     created_at=now,
                 )
-                for job in jobs
+                for job, scheduled_at in jobs_and_times
             ]
         )
 
@@ -40,7 +46,12 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
         )
 
     def dispatch_next_batch(self, batch_size):
-        """Move up to ``batch_size`` due jobs to ready; return how many moved."""
+        """Dispatch up to ``batch_size`` due jobs; return how many left this table.
+
+        Jobs with a concurrency key take a slot now, or are blocked (or
+        discarded) as they would have been if enqueued at this moment.
+        """
+        from .job import Job
         from .ready_execution import ReadyExecution
 
         now = timezone.now()
@@ -48,6 +59,12 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
             rows = self.due(now).pop_batch(
                 batch_size, ["job", "queue_name", "priority"]
             )
+            limited = Job.objects.using(self.db).filter(
+                pk__in=[job_id for job_id, _, _ in rows], concurrency_key__isnull=False
+            )
+            limited = list(limited) if rows else []
+            limited_ids = {job.pk for job in limited}
+            unlimited = [row for row in rows if row[0] not in limited_ids]
             ReadyExecution.objects.using(self.db).bulk_create(
                 [
                     ReadyExecution(
@@ -56,10 +73,12 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                         priority=priority,
                         created_at=now,
                     )
-                    for job_id, queue_name, priority in rows
+                    for job_id, queue_name, priority in unlimited
                 ]
             )
-            self.notify_ready({queue_name for _, queue_name, _ in rows})
+            self.notify_ready({queue_name for _, queue_name, _ in unlimited})
+            if limited:
+                Job.objects.using(self.db).dispatch_all(limited, now)
         return len(rows)
 
 

@@ -1,20 +1,67 @@
 """Semaphore: the free slots of one concurrency key."""
 
-from django.db import models
+from collections import Counter
 
-from .base import QueueManager
+from django.db import models
+from django.db.models import F
+from django.db.models.functions import Least
+from django.utils import timezone
+
+from .base import QueueQuerySet
+
+
+class SemaphoreQuerySet(QueueQuerySet):
+    def acquire(self, key, limit, duration, now=None):
+        """Take one slot of ``key`` (created with ``limit`` slots); True if taken.
+
+        Runs inside the caller's transaction. The row stays locked until it ends
+        even when no slot was free: a run finishing meanwhile waits for us, then
+        sees the job we block and releases it (no wake-up is lost).
+        """
+        now = now or timezone.now()
+        found = self.lock_or_create(
+            {"key": key},
+            {"value": limit - 1, "limit": limit, "expires_at": now + duration},
+            ["pk", "value"],
+        )
+        if found is None:
+            return True  # created with this slot taken
+        pk, value = found
+        if value <= 0:
+            return False
+        self.filter(pk=pk).update(
+            value=F("value") - 1, expires_at=now + duration, updated_at=now
+        )
+        return True
+
+    def release_slots(self, keys):
+        """Give back one slot per occurrence of a key (never above its limit)."""
+        # Sorted, so that two transactions lock the same keys in the same order.
+        for key, count in sorted(Counter(keys).items()):
+            self.filter(key=key).update(
+                value=Least(F("value") + count, F("limit")), updated_at=timezone.now()
+            )
+
+    def expired(self, now=None):
+        """Semaphores no run has taken a slot of for their whole duration."""
+        return self.filter(expires_at__lt=now or timezone.now())
 
 
 class Semaphore(models.Model):
-    """How many more runs a concurrency key admits, until ``expires_at``."""
+    """How many more runs a concurrency key admits, until ``expires_at``.
+
+    ``expires_at`` moves forward at every acquire; a semaphore past it belongs to
+    runs that died without giving their slots back, and maintenance deletes it.
+    """
 
     key = models.CharField(max_length=255, unique=True)
     value = models.IntegerField(default=1)
+    limit = models.IntegerField(default=1)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = QueueManager()
+    objects = SemaphoreQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_semaphores"
@@ -24,4 +71,4 @@ class Semaphore(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.key} ({self.value} free)"
+        return f"{self.key} ({self.value} of {self.limit} free)"

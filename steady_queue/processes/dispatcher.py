@@ -1,10 +1,19 @@
-"""Dispatcher: moves scheduled jobs whose time has come to ready."""
+"""Dispatcher: moves due scheduled jobs on, and keeps concurrency slots flowing."""
+
+import logging
+import time
 
 from .poller import Poller
 
+logger = logging.getLogger("steady_queue")
+
 
 class Dispatcher(Poller):
-    """Dispatches due jobs in batches, polling again at once after a full batch."""
+    """Dispatches due jobs in batches, polling again at once after a full batch.
+
+    Every ``concurrency_maintenance_interval`` it also expires the semaphores of
+    slot holders that died, and releases the blocked jobs that waited on them.
+    """
 
     kind = "dispatcher"
 
@@ -12,17 +21,45 @@ class Dispatcher(Poller):
         self.config = config
         super().__init__(backend, **kwargs)
         self.polling_interval = config.polling_interval
+        # monotonic time of the next concurrency maintenance; at once on boot.
+        self.next_maintenance_at = 0.0
 
     def metadata(self):
         return {
             "polling_interval": self.config.polling_interval,
             "batch_size": self.config.batch_size,
+            "concurrency_maintenance_interval": (
+                self.config.concurrency_maintenance_interval
+            ),
         }
 
     def poll(self):
         from ..models import ScheduledExecution
 
+        if time.monotonic() >= self.next_maintenance_at:
+            self.maintain_concurrency()
         moved = ScheduledExecution.objects.using(self.database).dispatch_next_batch(
             self.config.batch_size
         )
         return 0 if moved == self.config.batch_size else self.polling_interval
+
+    def maintain_concurrency(self):
+        """Expire abandoned semaphores, release the jobs blocked on them, and
+        forget the unique keys of started jobs."""
+        from ..models import BlockedExecution, Semaphore, UniqueKey
+
+        expired = Semaphore.objects.using(self.database).expired().delete_rows()
+        released = BlockedExecution.objects.using(self.database).release_expired()
+        # Keys of @unique jobs that started: nothing needs them any more.
+        UniqueKey.objects.using(self.database).stale().delete()
+        # Scheduled only once it succeeded: a failed run is retried next poll.
+        self.next_maintenance_at = (
+            time.monotonic() + self.config.concurrency_maintenance_interval
+        )
+        if expired or released:
+            logger.info(
+                "%s: expired %d semaphore(s), released %d blocked job(s)",
+                self.description,
+                expired,
+                len(released),
+            )

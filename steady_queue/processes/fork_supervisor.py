@@ -9,6 +9,7 @@ import time
 from .base import HANDLED_SIGNALS
 from .db import close_quietly
 from .supervisor import Child, Supervisor
+from .worker import REPLACE_EXIT_CODE
 
 logger = logging.getLogger("steady_queue")
 
@@ -62,7 +63,9 @@ class ForkSupervisor(Supervisor):
                 supervisor_pid=supervisor_pid,
             )
             process.start()
-            code = 0
+            # A worker that was recycled or stopped an overrunning job asks to
+            # be replaced; it has handed back every claim already.
+            code = REPLACE_EXIT_CODE if process_wants_replacement(process) else 0
         except BaseException:
             logger.exception("%s %s crashed", child.spec.kind, child.name)
         finally:
@@ -80,7 +83,11 @@ class ForkSupervisor(Supervisor):
             if pid == 0:
                 return
             child = self.children.pop(pid, None)
-            if child is not None:
+            if child is None:
+                continue
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == REPLACE_EXIT_CODE:
+                self.child_asked_to_be_replaced(child, pid)
+            else:
                 self.child_exited(child, pid, describe_exit(status))
 
     def signal_children(self, immediate):
@@ -119,6 +126,10 @@ class ForkSupervisor(Supervisor):
             if child is not None:
                 self.child_exited(child, pid, describe_exit(status))
         self.children.clear()
+
+
+def process_wants_replacement(process):
+    return getattr(process, "replacement_reason", None) is not None
 
 
 def describe_exit(status):

@@ -49,7 +49,7 @@ class ReadyListener:
             try:
                 self._listen()
                 failures = 0
-            except Exception as error:  # noqa: BLE001 - any failure means reconnect
+            except Exception as error:
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures - 1, 6))
                 logger.warning(

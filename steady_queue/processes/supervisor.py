@@ -205,6 +205,22 @@ class Supervisor(Runnable):
         )
         self.start_due_restarts()
 
+    def child_asked_to_be_replaced(self, child, pid):
+        """Start a fresh child for one that was recycled or stopped an overrun.
+
+        It handed back its claims and removed its row before exiting; anything
+        still held is released, not failed. No crash, so no restart delay.
+        """
+        self.resolve_claims_of(child, error=None, reason="replaced")
+        if self.stopping:
+            return
+        self.restart_delays[child.slot] = 0.0
+        status = "asked to be replaced"
+        self.schedule_restart(
+            child.spec, child.slot, quick=False, replaced=(child, pid, status)
+        )
+        self.start_due_restarts()
+
     def schedule_restart(self, spec, slot, *, quick, replaced):
         """Queue a new child for a slot: at once, or after a doubling delay."""
         delay = self.restart_delays.get(slot, 0.0)
@@ -229,6 +245,7 @@ class Supervisor(Runnable):
                 pid=pid,
                 status=status,
                 replacement=replacement.name,
+                planned=status == "asked to be replaced",
             )
 
     def resolve_claims_of(self, child, error, reason):

@@ -25,9 +25,14 @@ class ThreadSupervisor(Supervisor):
 
     def reap_children(self):
         for name, child in list(self.children.items()):
-            _, thread = child.handle
-            if not thread.is_alive():
-                del self.children[name]
+            thread = child.handle[1]
+            if thread.is_alive():
+                continue
+            del self.children[name]
+            process = child.handle[0]
+            if getattr(process, "replacement_reason", None) is not None:
+                self.child_asked_to_be_replaced(child, os.getpid())
+            else:
                 self.child_exited(child, os.getpid(), "stopped (its thread ended)")
 
     def signal_children(self, immediate):

@@ -133,3 +133,70 @@ def test_orphaned_claims_are_those_without_a_process_row():
 
     orphaned = ClaimedExecution.objects.orphaned()
     assert [c.process_id for c in orphaned] == [process.pk + 1000]
+
+
+def claimed_flaky(tmp_path, process_id=7):
+    tasks.flaky.enqueue(str(tmp_path / "runs"), 5)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    return ReadyExecution.objects.claim(selector, 1, process_id)
+
+
+def failure(job, error_class=ConnectionError):
+    return Outcome(
+        job=job,
+        worker_id="worker-test",
+        finished_at=timezone.now(),
+        succeeded=False,
+        error=error_payload(error_class, "down"),
+        exception=error_class("down"),
+    )
+
+
+def test_a_failure_with_attempts_left_is_scheduled_again(tmp_path):
+    from steady_queue.compat import TaskResultStatus
+    from steady_queue.models import ScheduledExecution
+
+    (job,) = claimed_flaky(tmp_path)
+    (recorded,) = ClaimedExecution.objects.finalize_all([failure(job)], 7)
+
+    assert recorded.retry_at is not None
+    scheduled = ScheduledExecution.objects.get(job_id=job.pk)
+    assert scheduled.scheduled_at == recorded.retry_at
+    # flaky waits 0.3 s between attempts.
+    assert abs((recorded.retry_at - recorded.finished_at).total_seconds() - 0.3) < 0.01
+    assert not FailedExecution.objects.exists()
+    row = Job.objects.get(pk=job.pk)
+    assert row.finished_at is None and row.scheduled_at is None
+    result = tasks.flaky.get_result(job.pk)
+    assert result.status == TaskResultStatus.READY
+    assert result.attempts == 1
+    assert [e.exception_class_path for e in result.errors] == [
+        "builtins.ConnectionError"
+    ]
+
+
+def test_the_last_attempt_fails_for_good(tmp_path):
+    (job,) = claimed_flaky(tmp_path)
+    Job.objects.filter(pk=job.pk).update(
+        errors=[
+            error_payload(ConnectionError, "1"),
+            error_payload(ConnectionError, "2"),
+        ]
+    )
+    job.refresh_from_db()
+    (recorded,) = ClaimedExecution.objects.finalize_all([failure(job)], 7)
+
+    assert recorded.retry_at is None
+    assert FailedExecution.objects.filter(job_id=job.pk).exists()
+    assert len(Job.objects.get(pk=job.pk).errors) == 3
+
+
+def test_a_killed_workers_job_is_retried_under_its_policy(tmp_path):
+    from steady_queue.models import ScheduledExecution
+
+    (job,) = claimed_flaky(tmp_path)
+    ClaimedExecution.objects.all().fail_all_with(
+        error_payload(ProcessExitError, "killed")
+    )
+    assert ScheduledExecution.objects.filter(job_id=job.pk).exists()
+    assert not FailedExecution.objects.exists()

@@ -6,16 +6,34 @@ import sys
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from ...compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 from ...exceptions import DuplicateSupervisorError
 
 
+def _duration(text):
+    from ...progress import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _age(seconds):
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 class Command(BaseCommand):
     help = (
         "Run steady_queue's supervisor (workers, dispatchers and, if there are "
-        "recurring tasks, a scheduler), or with a "
-        "subcommand show its status or clear finished jobs."
+        "recurring tasks, a scheduler), or with a subcommand show its status, "
+        "pause or resume a queue, retry or discard failed jobs, clear finished "
+        "jobs, or check the configuration."
     )
 
     def add_arguments(self, parser):
@@ -58,11 +76,38 @@ class Command(BaseCommand):
         )
         clear.add_argument(
             "--older-than",
-            type=float,
-            help="Age in seconds (default: OPTIONS['clear_finished_jobs_after']).",
+            type=_duration,
+            help="An age such as 7d, 12h, 30m or 3600 (seconds); default: "
+            "OPTIONS['clear_finished_jobs_after'].",
         )
         clear.add_argument("--batch-size", type=int, default=500)
         self.add_shared_options(clear, suppress=True)
+        for verb, help_text in (
+            ("pause", "Pause a queue: workers leave its jobs alone."),
+            ("resume", "Resume a paused queue."),
+        ):
+            queue = actions.add_parser(verb, help=help_text)
+            queue.add_argument("queue", help="The queue's name.")
+            self.add_shared_options(queue, suppress=True)
+        for verb, help_text in (
+            ("retry", "Move failed jobs back to ready."),
+            ("discard", "Delete failed jobs."),
+        ):
+            failed = actions.add_parser(verb, help=help_text)
+            failed.add_argument("--queue", help="Only failed jobs of this queue.")
+            failed.add_argument("--task", help="Only failed jobs of this task path.")
+            failed.add_argument(
+                "--id", type=int, action="append", dest="ids", help="A job id."
+            )
+            failed.add_argument(
+                "--all", action="store_true", help="Every failed job (no filter)."
+            )
+            failed.add_argument("--batch-size", type=int, default=1000)
+            self.add_shared_options(failed, suppress=True)
+        check = actions.add_parser(
+            "check", help="Validate the configuration without starting anything."
+        )
+        self.add_shared_options(check, suppress=True)
 
     def add_shared_options(self, parser, suppress=False):
         parser.add_argument(
@@ -72,9 +117,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        backend = self.backend(options["backend"])
         action = options.get("action") or "start"
-        if action == "status":
+        if action == "check":
+            return self.check_configuration(options["backend"])
+        backend = self.backend(options["backend"])
+        if action in ("pause", "resume"):
+            self.toggle_queue(backend, action, options["queue"])
+        elif action in ("retry", "discard"):
+            self.resolve_failed(backend, action, options)
+        elif action == "status":
             from ...status import print_status
 
             print_status(backend, self.stdout, as_json=options["json"])
@@ -129,17 +180,80 @@ class Command(BaseCommand):
         from django.utils import timezone
 
         from ...models import Job
+        from ...progress import ProgressBar
 
         older_than = options["older_than"]
         if older_than is None:
             older_than = backend.config.clear_finished_jobs_after
         before = timezone.now() - timedelta(seconds=older_than)
-        deleted = Job.objects.using(backend.database).clear_finished(
-            before, batch_size=options["batch_size"]
-        )
+        database = backend.database
+        progress = None
+        # Counting costs a scan of the finished_at index: only bother when the
+        # first batch shows there is more than one batch to delete.
+        batch_size = options["batch_size"]
+        jobs = Job.objects.using(database)
+        matching = jobs.finished_before(before)
+        if matching[: batch_size + 1].count() > batch_size:
+            bar = ProgressBar(self.stderr, matching.count(), "jobs deleted")
+            progress = bar.advance
+        deleted = jobs.clear_finished(before, batch_size, progress)
+        if progress is not None:
+            bar.finish()
         self.stdout.write(
-            f"Deleted {deleted} finished job(s) older than {older_than:g}s."
+            f"Deleted {deleted} finished job(s) older than {_age(older_than)}."
         )
+
+    def toggle_queue(self, backend, verb, queue):
+        from ...models import Pause
+
+        pauses = Pause.objects.using(backend.database)
+        changed = pauses.pause(queue) if verb == "pause" else pauses.resume(queue)
+        state = "paused" if verb == "pause" else "resumed"
+        if changed:
+            self.stdout.write(f"Queue {queue!r} {state}.")
+        else:
+            self.stdout.write(f"Queue {queue!r} was already {state}.")
+
+    def resolve_failed(self, backend, verb, options):
+        from ...models import FailedExecution
+
+        failed = FailedExecution.objects.using(backend.database)
+        if not (
+            options["queue"] or options["task"] or options["ids"] or options["all"]
+        ):
+            raise CommandError(
+                f"Say which failed jobs to {verb}: --queue, --task, --id, or --all."
+            )
+        if options["queue"]:
+            failed = failed.for_queue(options["queue"])
+        if options["task"]:
+            failed = failed.for_task(options["task"])
+        if options["ids"]:
+            failed = failed.filter(job_id__in=options["ids"])
+        action = type(failed).retry_all if verb == "retry" else type(failed).discard_all
+        ids = failed.in_batches(action, batch_size=options["batch_size"])
+        done = "Retried" if verb == "retry" else "Discarded"
+        self.stdout.write(f"{done} {len(ids)} failed job(s).")
+
+    def check_configuration(self, alias):
+        from ...checks import check_backend
+
+        try:
+            backend = task_backends[alias]
+        except InvalidTaskBackend as e:
+            raise CommandError(f"Unknown task backend {alias!r}: {e}") from e
+        messages = check_backend(backend, databases=list(connections))
+        errors = [m for m in messages if m.is_serious()]
+        for message in messages:
+            stream = self.stderr if message.is_serious() else self.stdout
+            stream.write(f"{message.id}: {message.msg}")
+            if message.hint:
+                stream.write(f"    HINT: {message.hint}")
+        if errors:
+            raise CommandError(
+                f"TASKS[{alias!r}] has {len(errors)} configuration error(s)."
+            )
+        self.stdout.write(f"TASKS[{alias!r}]: the configuration is valid.")
 
     def configure_logging(self, verbosity):
         """Show steady_queue's log on stderr unless the project routes it already."""

@@ -116,17 +116,27 @@ class Command(BaseCommand):
             add(result, f"send_order_confirmation({order.pk})", note="enqueue_many")
 
         # 3. A report that returns a dict; low priority on the reports queue.
-        add(tasks.build_sales_report.enqueue(), "build_sales_report()")
+        #    It is @unique: asking again while it waits merges into the first.
+        report = tasks.build_sales_report.enqueue()
+        if tasks.build_sales_report.enqueue().id != report.id:
+            raise CommandError("A second @unique report was enqueued.")
+        add(report, "build_sales_report()", note="@unique: 2nd call merged")
 
         # 4. An async task.
         add(tasks.fetch_exchange_rate.enqueue("EUR"), "fetch_exchange_rate('EUR')")
 
-        # 5. A task that raises.
+        # 5. A task that raises, retried once, then failed for good.
         add(
             tasks.charge_card.enqueue(third.pk),
             f"charge_card({third.pk})",
             expect=TaskResultStatus.FAILED,
-            note="fails on purpose",
+            note="fails on purpose, @retry",
+        )
+        add(
+            tasks.fetch_supplier_quote.enqueue("Tea towel"),
+            "fetch_supplier_quote('Tea towel')",
+            expect=TaskResultStatus.FAILED,
+            note="@timeout(1)",
         )
 
         # 6. Deferred: not ready before run_after.
@@ -144,7 +154,16 @@ class Command(BaseCommand):
             note="urgent queue",
         )
 
-        # 8. Enqueue inside a transaction that rolls back: no job is left.
+        # 8. A concurrency limit: the second sync for one customer is blocked
+        #    until the first finishes, then runs.
+        for attempt in ("first", "second"):
+            add(
+                tasks.sync_loyalty_points.enqueue(first.customer_email),
+                f"sync_loyalty_points({first.customer_email!r})",
+                note=f"limit 1 per customer, {attempt}",
+            )
+
+        # 9. Enqueue inside a transaction that rolls back: no job is left.
         try:
             with transaction.atomic():
                 doomed = tasks.send_order_confirmation.enqueue(first.pk)
@@ -164,10 +183,11 @@ class Command(BaseCommand):
             f"Created {len(orders)} orders and enqueued {len(entries)} tasks "
             f"(database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})."
         )
+        width = max(len(entry["call"]) for entry in entries)
         for entry in entries:
             note = f"  ({entry['note']})" if entry["note"] else ""
             self.stdout.write(
-                f"  result {entry['id']:>3}  {entry['call']:<28} "
+                f"  result {entry['id']:>3}  {entry['call']:<{width}} "
                 f"queue {entry['queue']:<8} priority {entry['priority']:>3}{note}"
             )
         if not rolled_back:

@@ -1,0 +1,6 @@
+"""steady_queue's admin: jobs by state, queues, processes, recurring tasks, semaphores.
+
+Importing the modules registers their ModelAdmins with the default site.
+"""
+
+from . import jobs, processes, queues, recurring, semaphores  # noqa: F401

@@ -1,0 +1,54 @@
+"""What every steady_queue ModelAdmin shares: the database, permissions, paging."""
+
+from django.core.paginator import Paginator
+from django.utils.functional import cached_property
+
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
+from ..job_states import COUNT_LIMIT
+
+
+def queue_backend():
+    """The default task backend, whose tables the admin shows."""
+    return task_backends[DEFAULT_TASK_BACKEND_ALIAS]
+
+
+def queue_database():
+    """The database alias of the default backend's tables."""
+    backend = queue_backend()
+    return getattr(backend, "database", "default")
+
+
+def can(request, codename):
+    """Whether the user holds one of steady_queue's permissions."""
+    return request.user.has_perm(f"steady_queue.{codename}")
+
+
+class CappedPaginator(Paginator):
+    """A paginator that counts at most COUNT_LIMIT + 1 rows.
+
+    The admin counts every list it shows; on a jobs table of millions a plain
+    COUNT(*) costs more than the page itself. Past the limit, the list shows
+    "more than 10,000" and pages through the first ones.
+    """
+
+    limit = COUNT_LIMIT
+
+    @cached_property
+    def count(self):
+        return self.object_list[: self.limit + 1].count()
+
+
+class ReadOnlyAdmin:
+    """Rows here change through verbs (retry, pause, ...), never through forms."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(queue_database())
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

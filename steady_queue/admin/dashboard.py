@@ -1,0 +1,68 @@
+"""The dashboard page: throughput, queue depth and latency, failures, processes."""
+
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from .. import charts
+from ..job_states import counts_by_state, is_estimate
+from ..queues import configured_queue_names, queue_overview
+from ..throughput import failure_rate, per_minute
+from .base import can, queue_backend, queue_database
+
+# Seconds between the page's own reloads (a meta refresh: no JavaScript).
+REFRESH_SECONDS = 10
+
+
+def render_dashboard(request, admin_site):
+    """Render the dashboard inside the admin's layout."""
+    from ..models import Process
+
+    now = timezone.now()
+    backend = queue_backend()
+    database = queue_database()
+    queues = queue_overview(database, configured_queue_names(backend), now)
+    minutes = per_minute(database, 60, now)
+    processes = Process.objects.using(database).order_by("kind", "name")
+    running = processes.running_jobs()
+    counts = counts_by_state(database)
+    context = {
+        **admin_site.each_context(request),
+        "title": "Steady Queue dashboard",
+        "now": now,
+        "refresh_seconds": REFRESH_SECONDS,
+        "counts": counts,
+        "counts_estimated": is_estimate(counts),
+        "queues": queues,
+        "can_pause": can(request, "pause_queue"),
+        "succeeded_last_hour": sum(row[1] for row in minutes),
+        "failed_last_hour": sum(row[2] for row in minutes),
+        "failure_rate": failure_rate(minutes),
+        "processes": [
+            {
+                "process": process,
+                "heartbeat_age": (now - process.last_heartbeat_at).total_seconds(),
+                "running": running.get(process.pk, []),
+            }
+            for process in processes
+        ],
+        "throughput_chart": charts.stacked_columns(
+            [
+                (
+                    f"{start:%H:%M}",
+                    [(succeeded, charts.SUCCESS), (failed, charts.FAILURE)],
+                )
+                for start, succeeded, failed in minutes
+            ],
+            "Jobs finished (blue) and failed (red) per minute, last hour",
+        ),
+        "depth_chart": charts.horizontal_bars(
+            [(q["name"], q["ready"]) for q in queues], "Ready jobs per queue"
+        ),
+        "latency_chart": charts.horizontal_bars(
+            [(q["name"], q["latency_seconds"]) for q in queues],
+            "Latency per queue (age of the oldest ready job)",
+            unit=" s",
+        ),
+    }
+    request.current_app = admin_site.name
+    return TemplateResponse(request, "steady_queue/admin/dashboard.html", context)

@@ -1,0 +1,100 @@
+"""Changelist filters for jobs: state (with counts), queue, task and finish time."""
+
+from datetime import timedelta
+
+from django.contrib import admin
+from django.utils import timezone
+
+from ..job_states import COUNT_LIMIT, STATES, counts_by_state, in_state
+from ..queues import configured_queue_names, queue_overview
+from .base import queue_backend, queue_database
+
+# The task filter offers the tasks of this many recent jobs: reading every
+# distinct task path would scan the whole jobs table.
+RECENT_JOBS = 1000
+
+
+class StateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        counts = counts_by_state(queue_database())
+        return [
+            (state, f"{state.title()} ({_count(counts[state])})") for state in STATES
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() in STATES:
+            return in_state(queryset, self.value())
+        return queryset
+
+
+class QueueFilter(admin.SimpleListFilter):
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        configured = configured_queue_names(queue_backend())
+        return [
+            (q["name"], q["name"]) for q in queue_overview(queue_database(), configured)
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(queue_name=self.value())
+        return queryset
+
+
+class TaskFilter(admin.SimpleListFilter):
+    title = "task"
+    parameter_name = "task"
+
+    def lookups(self, request, model_admin):
+        from ..models import FailedExecution, Job
+
+        database = queue_database()
+        recent = Job.objects.using(database).order_by("-pk")[:RECENT_JOBS]
+        failed = FailedExecution.objects.using(database).order_by("-job_id")
+        paths = set(recent.values_list("task_path", flat=True))
+        paths |= set(failed.values_list("job__task_path", flat=True)[:RECENT_JOBS])
+        return [
+            (path, path.rpartition(".")[2] + f" ({path})") for path in sorted(paths)
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(task_path=self.value())
+        return queryset
+
+
+class FinishedFilter(admin.SimpleListFilter):
+    """Finished or failed within a window; served by the finished_at index."""
+
+    title = "finished"
+    parameter_name = "finished"
+    windows = {
+        "1h": timedelta(hours=1),
+        "24h": timedelta(days=1),
+        "7d": timedelta(days=7),
+    }
+
+    def lookups(self, request, model_admin):
+        return [
+            ("1h", "In the last hour"),
+            ("24h", "In the last 24 hours"),
+            ("7d", "In the last 7 days"),
+            ("older", "More than 7 days ago"),
+        ]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() in self.windows:
+            return queryset.filter(finished_at__gte=now - self.windows[self.value()])
+        if self.value() == "older":
+            return queryset.filter(finished_at__lt=now - self.windows["7d"])
+        return queryset
+
+
+def _count(number):
+    return f"{number:,}" if number < COUNT_LIMIT else f"~{number:,}"

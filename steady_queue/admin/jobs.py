@@ -1,0 +1,256 @@
+"""The jobs admin: every job by state, its page, and the verbs that fix it."""
+
+import json
+from operator import methodcaller
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from ..job_states import state_of, with_state
+from ..models import BlockedExecution, FailedExecution, Job, ScheduledExecution
+from . import actions, dashboard
+from .base import CappedPaginator, ReadOnlyAdmin, can
+from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter
+
+# What each button on a job's page needs: its permission and the states it acts on.
+OPERATIONS = {
+    "retry": ("retry_job", {"failed"}),
+    "discard": ("discard_job", {"failed", "scheduled"}),
+    "run_now": ("run_job_now", {"scheduled", "blocked"}),
+}
+# The execution table and verb behind each (operation, state) pair.
+VERBS = {
+    ("retry", "failed"): (FailedExecution, methodcaller("retry_all")),
+    ("discard", "failed"): (FailedExecution, methodcaller("discard_all")),
+    ("discard", "scheduled"): (ScheduledExecution, methodcaller("discard_all")),
+    ("run_now", "scheduled"): (ScheduledExecution, methodcaller("make_ready_now")),
+    ("run_now", "blocked"): (BlockedExecution, methodcaller("make_ready_now")),
+}
+DONE = {"retry": "retried", "discard": "discarded", "run_now": "moved to ready"}
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "task_name",
+        "queue_name",
+        "state_label",
+        "priority",
+        "enqueued_at",
+        "finished_at",
+        "attempts",
+    )
+    list_filter = (StateFilter, QueueFilter, TaskFilter, FinishedFilter)
+    search_fields = ("task_path",)
+    search_help_text = "A job id, or part of a task's dotted path."
+    ordering = ("-id",)
+    sortable_by = ()
+    show_full_result_count = False
+    paginator = CappedPaginator
+    list_per_page = 50
+    actions = (
+        actions.retry_failed,
+        actions.discard_failed,
+        actions.run_now,
+        actions.discard_scheduled,
+    )
+    fieldsets = (
+        (
+            None,
+            {"fields": ("id", "task_path", "queue_name", "state_label", "priority")},
+        ),
+        ("Arguments", {"fields": ("arguments_json",)}),
+        (
+            "Timeline",
+            {
+                "fields": (
+                    "enqueued_at",
+                    "scheduled_at",
+                    "started_at",
+                    "last_attempted_at",
+                    "finished_at",
+                )
+            },
+        ),
+        ("Runs", {"fields": ("attempts", "workers", "result_json", "errors_list")}),
+        ("Other", {"fields": ("backend_name", "concurrency_key")}),
+    )
+    readonly_fields = (
+        "id",
+        "task_path",
+        "queue_name",
+        "state_label",
+        "priority",
+        "arguments_json",
+        "enqueued_at",
+        "scheduled_at",
+        "started_at",
+        "last_attempted_at",
+        "finished_at",
+        "attempts",
+        "workers",
+        "result_json",
+        "errors_list",
+        "backend_name",
+        "concurrency_key",
+    )
+
+    def get_queryset(self, request):
+        return with_state(super().get_queryset(request))
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if term.isdigit():
+            return queryset.filter(pk=int(term)), False
+        if term:
+            return queryset.filter(task_path__icontains=term), False
+        return queryset, False
+
+    def has_retry_permission(self, request):
+        return can(request, "retry_job")
+
+    def has_discard_permission(self, request):
+        return can(request, "discard_job")
+
+    def has_run_now_permission(self, request):
+        return can(request, "run_job_now")
+
+    @admin.display(description="task")
+    def task_name(self, job):
+        return format_html(
+            '<span title="{}">{}</span>',
+            job.task_path,
+            job.task_path.rpartition(".")[2],
+        )
+
+    @admin.display(description="state")
+    def state_label(self, job):
+        state = getattr(job, "state", None) or state_of(job)
+        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, state)
+
+    @admin.display(description="attempts")
+    def attempts(self, job):
+        # A run that ended adds its worker; errors count runs that left no id.
+        return max(len(job.worker_ids or ()), len(job.errors or ()))
+
+    @admin.display(description="workers that ran it")
+    def workers(self, job):
+        from ..models import ClaimedExecution, Process
+
+        claim = (
+            ClaimedExecution.objects.using(job._state.db).filter(job_id=job.pk).first()
+        )
+        running = ""
+        if claim is not None:
+            process = (
+                Process.objects.using(job._state.db).filter(pk=claim.process_id).first()
+            )
+            running = (
+                f"running now on {process.describe() if process else 'a gone process'}"
+            )
+        names = ", ".join(job.worker_ids or ())
+        return "; ".join(part for part in (names, running) if part) or "-"
+
+    @admin.display(description="arguments")
+    def arguments_json(self, job):
+        return _pretty(job.arguments)
+
+    @admin.display(description="result")
+    def result_json(self, job):
+        return _pretty(job.return_value) if job.finished_at else "-"
+
+    @admin.display(description="errors")
+    def errors_list(self, job):
+        if not job.errors:
+            return "-"
+        return format_html_join(
+            "",
+            '<div class="sq-error"><strong>Attempt {}: {}</strong><pre>{}</pre></div>',
+            (
+                (
+                    number,
+                    error.get("exception_class_path", "?"),
+                    error.get("traceback", ""),
+                )
+                for number, error in enumerate(job.errors, start=1)
+            ),
+        )
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "dashboard/",
+                self.admin_site.admin_view(self.dashboard_view),
+                name="{}_{}_dashboard".format(*info),
+            ),
+            path(
+                "<path:object_id>/operate/<str:operation>/",
+                self.admin_site.admin_view(self.operate_view),
+                name="{}_{}_operate".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return dashboard.render_dashboard(request, self.admin_site)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = self.get_object(request, object_id)
+        buttons = []
+        if job is not None:
+            buttons = [
+                name
+                for name, (codename, states) in OPERATIONS.items()
+                if job.state in states and can(request, codename)
+            ]
+        extra_context = {**(extra_context or {}), "sq_operations": buttons}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def operate_view(self, request, object_id, operation):
+        return _operate(self, request, object_id, operation)
+
+
+def _operate(modeladmin, request, object_id, operation):
+    """Run one operation on one job, then show the job (or the list if it is gone)."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if operation not in OPERATIONS:
+        raise Http404(f"No operation {operation!r}.")
+    codename, states = OPERATIONS[operation]
+    if not can(request, codename):
+        raise PermissionDenied
+    job = get_object_or_404(modeladmin.get_queryset(request), pk=object_id)
+    if job.state not in states:
+        modeladmin.message_user(
+            request,
+            f"Job {job.pk} is {job.state}: there is nothing to "
+            f"{operation.replace('_', ' ')}.",
+            messages.WARNING,
+        )
+        return HttpResponseRedirect(_job_url(job))
+    model, verb = VERBS[operation, job.state]
+    verb(model.objects.using(job._state.db).filter(job_id=job.pk))
+    modeladmin.message_user(
+        request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS
+    )
+    if operation == "discard":
+        return HttpResponseRedirect(reverse("admin:steady_queue_job_changelist"))
+    return HttpResponseRedirect(_job_url(job))
+
+
+def _job_url(job):
+    return reverse("admin:steady_queue_job_change", args=[job.pk])
+
+
+def _pretty(value):
+    return format_html(
+        "<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, default=str)
+    )

@@ -1,0 +1,61 @@
+"""The processes admin: kind, host, pid, heartbeat and the jobs each is running."""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html_join
+
+from ..models import Process
+from .base import ReadOnlyAdmin
+
+
+@admin.register(Process)
+class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = (
+        "name",
+        "kind",
+        "hostname",
+        "pid",
+        "last_heartbeat_at",
+        "heartbeat_age",
+        "running",
+    )
+    list_filter = ("kind", "hostname")
+    search_fields = ("name", "hostname")
+    ordering = ("kind", "name")
+    readonly_fields = (
+        "kind",
+        "name",
+        "pid",
+        "hostname",
+        "supervisor_id",
+        "metadata",
+        "last_heartbeat_at",
+        "created_at",
+        "running",
+    )
+
+    @admin.display(description="last heartbeat")
+    def heartbeat_age(self, process):
+        seconds = (timezone.now() - process.last_heartbeat_at).total_seconds()
+        return f"{seconds:.0f}s ago"
+
+    @admin.display(description="running")
+    def running(self, process):
+        # A query per row: a deployment has tens of processes, not thousands.
+        single = Process.objects.using(process._state.db).filter(pk=process.pk)
+        jobs = single.running_jobs().get(process.pk, [])
+        if not jobs:
+            return "-"
+        return format_html_join(
+            ", ",
+            '<a href="{}">{} #{}</a>',
+            (
+                (
+                    reverse("admin:steady_queue_job_change", args=[job_id]),
+                    task_path.rpartition(".")[2],
+                    job_id,
+                )
+                for job_id, task_path, _ in jobs
+            ),
+        )

@@ -1,0 +1,74 @@
+"""The queues page: every queue's size and latency, with pause and resume."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from ..models import Pause
+from ..queues import configured_queue_names, queue_overview
+from .base import ReadOnlyAdmin, can, queue_backend, queue_database
+
+
+@admin.register(Pause)
+class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """Lists queues, not pause rows: a queue exists whether or not it is paused."""
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "pause/",
+                self.admin_site.admin_view(self.pause_view),
+                name="{}_{}_pause".format(*info),
+            ),
+            path(
+                "resume/",
+                self.admin_site.admin_view(self.resume_view),
+                name="{}_{}_resume".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Queues",
+            "opts": self.opts,
+            "queues": queue_overview(
+                queue_database(), configured_queue_names(queue_backend())
+            ),
+            "can_pause": can(request, "pause_queue"),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "steady_queue/admin/queues.html", context)
+
+    def pause_view(self, request):
+        return self._toggle(request, "pause")
+
+    def resume_view(self, request):
+        return self._toggle(request, "resume")
+
+    def _toggle(self, request, verb):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not can(request, "pause_queue"):
+            raise PermissionDenied
+        queue = request.POST.get("queue", "").strip()
+        pauses = Pause.objects.using(queue_database())
+        changed = pauses.pause(queue) if verb == "pause" else pauses.resume(queue)
+        if not queue:
+            self.message_user(request, "Which queue?", messages.ERROR)
+        elif changed:
+            self.message_user(request, f"Queue {queue} {verb}d.", messages.SUCCESS)
+        else:
+            self.message_user(
+                request, f"Queue {queue} was already {verb}d.", messages.INFO
+            )
+        return HttpResponseRedirect(
+            request.POST.get("next") or reverse("admin:steady_queue_pause_changelist")
+        )

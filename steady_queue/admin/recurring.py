@@ -1,0 +1,69 @@
+"""The recurring tasks admin: schedule, last and next run, and "run now"."""
+
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from ..models import RecurringTask
+from ..recurring.schedule import ScheduleError
+from .base import ReadOnlyAdmin, can
+
+
+@admin.action(permissions=["run_now"], description="Run selected recurring tasks now")
+def run_recurring_now(modeladmin, request, queryset):
+    for task in queryset:
+        result = task.enqueue_now()
+        modeladmin.message_user(
+            request, f"Enqueued {task.key} as job {result.id}.", messages.SUCCESS
+        )
+
+
+@admin.register(RecurringTask)
+class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = (
+        "key",
+        "schedule",
+        "task_path",
+        "queue_name",
+        "last_run_at",
+        "next_run_at",
+        "static",
+    )
+    list_filter = ("static", "backend_name")
+    search_fields = ("key", "task_path")
+    ordering = ("key",)
+    actions = (run_recurring_now,)
+    readonly_fields = (
+        "key",
+        "schedule",
+        "timezone",
+        "task_path",
+        "arguments",
+        "queue_name",
+        "priority",
+        "missed",
+        "static",
+        "backend_name",
+        "description",
+        "last_run_at",
+        "next_run_at",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).with_last_run_at()
+
+    def has_run_now_permission(self, request):
+        return can(request, "run_job_now")
+
+    @admin.display(description="last run")
+    def last_run_at(self, task):
+        return task.last_run_at or "-"
+
+    @admin.display(description="next run")
+    def next_run_at(self, task):
+        now = timezone.now()
+        try:
+            return task.parsed_schedule.next_after(max(now, task.last_run_at or now))
+        except ScheduleError as error:
+            return f"never ({error})"

@@ -1,0 +1,103 @@
+"""Prometheus text exposition of the queue's state, read from the database.
+
+Every value is computed from the tables when scraped, so any web process can
+serve it; no worker keeps counters in memory. Finished and failed jobs are
+counted over a recent window (``*_last_5m``): a counter read from the jobs
+table would go backwards whenever finished jobs are cleared.
+"""
+
+from django.utils import timezone
+
+from .job_states import counts_by_state
+from .queues import queue_overview
+from .throughput import per_minute
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+WINDOW_MINUTES = 5
+
+
+def collect(backend, now=None):
+    """Return the metrics as text in Prometheus' exposition format."""
+    from .models import Process
+    from .queues import configured_queue_names
+
+    now = now or timezone.now()
+    database = backend.database
+    lines = []
+
+    def metric(name, kind, help_text, samples):
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            lines.append(f"{name}{_labels(labels)} {_number(value)}")
+
+    queues = queue_overview(database, configured_queue_names(backend), now)
+    states = ("ready", "scheduled", "running", "blocked", "failed")
+    metric(
+        "steady_queue_jobs",
+        "gauge",
+        "Jobs in each state, per queue.",
+        [
+            ({"queue": q["name"], "state": state}, q[state])
+            for q in queues
+            for state in states
+        ],
+    )
+    metric(
+        "steady_queue_jobs_finished",
+        "gauge",
+        "Finished jobs kept in the jobs table (estimated past 10000).",
+        [({}, counts_by_state(database)["finished"])],
+    )
+    metric(
+        "steady_queue_queue_latency_seconds",
+        "gauge",
+        "Age of the oldest ready job in each queue.",
+        [({"queue": q["name"]}, q["latency_seconds"]) for q in queues],
+    )
+    metric(
+        "steady_queue_queue_paused",
+        "gauge",
+        "1 if the queue is paused.",
+        [({"queue": q["name"]}, int(q["paused"])) for q in queues],
+    )
+    processes = Process.objects.using(database).alive(
+        backend.config.process_alive_threshold, now
+    )
+    kinds = processes.counts_by_kind()
+    metric(
+        "steady_queue_processes",
+        "gauge",
+        "Processes that heartbeated within process_alive_threshold, by kind.",
+        [({"kind": kind}, kinds.get(kind, 0)) for kind in sorted(kinds)]
+        or [({"kind": "worker"}, 0)],
+    )
+    recent = per_minute(database, WINDOW_MINUTES, now)
+    metric(
+        f"steady_queue_jobs_succeeded_last_{WINDOW_MINUTES}m",
+        "gauge",
+        f"Jobs that finished successfully in the last {WINDOW_MINUTES} minutes.",
+        [({}, sum(row[1] for row in recent))],
+    )
+    metric(
+        f"steady_queue_jobs_failed_last_{WINDOW_MINUTES}m",
+        "gauge",
+        f"Jobs that failed in the last {WINDOW_MINUTES} minutes.",
+        [({}, sum(row[2] for row in recent))],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _labels(labels):
+    if not labels:
+        return ""
+    inner = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
+    return "{" + inner + "}"
+
+
+def _escape(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,20 @@
+"""enqueue_on_commit(): enqueue a call once the caller's transaction commits."""
+
+from functools import partial
+
+from django.db import transaction
+
+from .arguments import serialize_arguments
+
+
+def enqueue_on_commit(task, *args, **kwargs):
+    """Enqueue ``task(*args, **kwargs)`` when the current transaction commits.
+
+    Outside a transaction it is enqueued at once. The arguments are checked
+    now, so a bad one raises here rather than after the commit. Nothing is
+    returned: the job does not exist until the commit. The callback is
+    registered on the ``default`` database; for another, use
+    ``transaction.on_commit(partial(task.enqueue, ...), using=alias)``.
+    """
+    serialize_arguments(task.module_path, args, kwargs)
+    transaction.on_commit(partial(task.enqueue, *args, **kwargs))

@@ -1,0 +1,27 @@
+"""The metrics view users route to (see steady_queue.urls)."""
+
+import hmac
+
+from django.conf import settings
+from django.http import HttpResponse, HttpResponseForbidden
+from django.views.decorators.http import require_GET
+
+from . import metrics as metrics_module
+from .compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
+
+
+@require_GET
+def metrics(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
+    """Serve the queue's metrics in Prometheus' text format.
+
+    With STEADY_QUEUE_METRICS_TOKEN set, a scrape must send it as a bearer
+    token; without it the view is open, so route it where only Prometheus
+    can reach it.
+    """
+    token = getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None)
+    if token:
+        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if not hmac.compare_digest(sent.encode(), token.encode()):
+            return HttpResponseForbidden("A bearer token is required.\n")
+    text = metrics_module.collect(task_backends[backend])
+    return HttpResponse(text, content_type=metrics_module.CONTENT_TYPE)

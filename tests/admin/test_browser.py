@@ -1,0 +1,128 @@
+"""In a real headless Chromium: log in, watch the dashboard, pause a queue, retry.
+
+Screenshots land in build/screenshots/ for a reviewer; the dashboard's is
+also copied to docs/_static/ for the operations page.
+"""
+
+import random
+import shutil
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from steady_queue.models import Job, Pause
+from tests.factories import make_job
+from tests.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def browser():
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (scripts/install-chromium)"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="sq-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1100",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(5)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def recent_history():
+    """An hour of finished and failed jobs, so the charts have something to draw."""
+    rng = random.Random(8)
+    now = timezone.now()
+    jobs = []
+    for minute in range(60):
+        for _ in range(rng.randint(5, 30)):
+            at = now - timedelta(minutes=minute, seconds=rng.randint(0, 59))
+            jobs.append(
+                Job(
+                    queue_name=rng.choice(["default", "mail", "reports"]),
+                    task_path="shop.tasks.send_email",
+                    enqueued_at=at,
+                    finished_at=at,
+                    worker_ids=["worker-1"],
+                )
+            )
+    Job.objects.bulk_create(jobs)
+    for _ in range(12):
+        make_job("ready", queue="mail", task_path="shop.tasks.send_email")
+    for _ in range(4):
+        make_job("ready", queue="reports", task_path="shop.tasks.build_report")
+    make_job("running", task_path="shop.tasks.build_report")
+    make_job("scheduled", queue="mail", task_path="shop.tasks.remind")
+
+
+def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    recent_history()
+    failed = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
+
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys("operator")
+    browser.find_element(By.NAME, "password").send_keys("a-password")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "/admin/login/" not in browser.current_url, message="logged in")
+
+    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    assert "Steady Queue dashboard" in browser.title
+    assert browser.find_element(By.ID, "sq-count-failed").text == "1"
+    assert len(browser.find_elements(By.CSS_SELECTOR, "figure svg")) == 3
+    browser.save_screenshot(str(SHOTS / "dashboard.png"))
+
+    row = browser.find_element(By.ID, "sq-queue-mail")
+    row.find_element(By.CSS_SELECTOR, "button[name=pause]").click()
+    wait_for(lambda: "Queue mail paused." in browser.page_source, message="pause shown")
+    row = browser.find_element(By.ID, "sq-queue-mail")
+    assert row.find_element(By.CSS_SELECTOR, ".sq-queue-status").text == "Paused"
+    assert Pause.objects.paused_queue_names() == {"mail"}
+    browser.save_screenshot(str(SHOTS / "dashboard-paused.png"))
+
+    browser.get(f"{live_server.url}/admin/steady_queue/job/{failed.pk}/change/")
+    assert "raise ValueError(message)" in browser.page_source
+    browser.save_screenshot(str(SHOTS / "failed-job.png"))
+    browser.find_element(By.ID, "sq-retry").click()
+    wait_for(
+        lambda: f"Job {failed.pk} retried." in browser.page_source,
+        message="retry shown",
+    )
+    assert browser.find_element(By.CSS_SELECTOR, ".sq-state").text == "ready"
+    browser.save_screenshot(str(SHOTS / "retried-job.png"))
+
+    docs_static = ROOT / "docs" / "_static"
+    docs_static.mkdir(exist_ok=True)
+    shutil.copyfile(SHOTS / "dashboard.png", docs_static / "dashboard.png")

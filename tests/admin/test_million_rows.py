@@ -1,0 +1,130 @@
+"""The admin stays fast on a jobs table of a million rows.
+
+The rows are written with one INSERT ... SELECT (generate_series on
+PostgreSQL, a recursive CTE on MariaDB/MySQL): most finished over the last 30
+days, plus a thousand each of ready, scheduled and failed jobs. Each page is
+timed after one warm-up request and must render within PAGE_BOUND seconds.
+"""
+
+import time
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+ROWS = 1_000_000
+PAGE_BOUND = 1.0  # seconds, per page, on a 2-core shared machine
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+POSTGRES_INSERT = """
+INSERT INTO steady_queue_jobs
+    (queue_name, task_path, arguments, priority, backend_name, enqueued_at,
+     finished_at, errors, worker_ids, return_value)
+SELECT (ARRAY['default', 'mail', 'reports'])[1 + n %% 3],
+       (ARRAY['shop.tasks.send_email', 'shop.tasks.build_report',
+              'shop.tasks.sync_stock'])[1 + n %% 3 + (n / 1000) %% 1],
+       '{"args": [1], "kwargs": {}}'::jsonb, 0, 'default',
+       now() - make_interval(secs => (%s - n) * 2.6),
+       CASE WHEN n <= %s
+            THEN now() - make_interval(secs => (%s - n) * 2.6 - 1) END,
+       '[]'::jsonb, '["worker-1"]'::jsonb, '1'::jsonb
+FROM generate_series(1, %s) AS n
+"""
+
+MYSQL_INSERT = """
+INSERT INTO steady_queue_jobs
+    (queue_name, task_path, arguments, priority, backend_name, enqueued_at,
+     finished_at, errors, worker_ids, return_value)
+WITH RECURSIVE digits(d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM digits WHERE d < 9),
+numbers(n) AS (
+    SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d
+    FROM digits a, digits b, digits c, digits e, digits f, digits g
+)
+SELECT ELT(1 + n %% 3, 'default', 'mail', 'reports'),
+       ELT(1 + n %% 3, 'shop.tasks.send_email', 'shop.tasks.build_report',
+           'shop.tasks.sync_stock'),
+       '{"args": [1], "kwargs": {}}', 0, 'default',
+       UTC_TIMESTAMP(6) - INTERVAL ((%s - n) * 2.6) SECOND,
+       CASE WHEN n <= %s
+            THEN UTC_TIMESTAMP(6) - INTERVAL ((%s - n) * 2.6 - 1) SECOND END,
+       '[]', '["worker-1"]', '1'
+FROM numbers WHERE n <= %s
+"""
+
+
+def fill_jobs_table():
+    """Write ROWS jobs; the last 3,000 are left unfinished for the small tables."""
+    from steady_queue.models import (
+        FailedExecution,
+        Job,
+        ReadyExecution,
+        ScheduledExecution,
+    )
+
+    finished = ROWS - 3000
+    sql = POSTGRES_INSERT if connection.vendor == "postgresql" else MYSQL_INSERT
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ROWS, finished, ROWS, ROWS])
+    tail = list(Job.objects.filter(finished_at__isnull=True).order_by("pk"))
+    ReadyExecution.objects.create_all_for(tail[:1000])
+    for job in tail[1000:2000]:
+        job.scheduled_at = job.enqueued_at
+    ScheduledExecution.objects.create_all_for(tail[1000:2000])
+    failed = Job.objects.filter(pk__in=[job.pk for job in tail[2000:]])
+    failed.update(finished_at=tail[-1].enqueued_at)
+    FailedExecution.objects.create_all_for(tail[2000:])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ANALYZE steady_queue_jobs"
+            if connection.vendor == "postgresql"
+            else "ANALYZE TABLE steady_queue_jobs"
+        )
+
+
+def timed_get(client, url):
+    client.get(url)  # warm-up: templates compiled, connection open
+    start = time.perf_counter()
+    response = client.get(url)
+    elapsed = time.perf_counter() - start
+    assert response.status_code == 200, url
+    return response, elapsed
+
+
+@pytest.fixture(scope="module")
+def million(django_db_setup, django_db_blocker):
+    if connection.vendor not in ("postgresql", "mysql"):
+        pytest.skip("the million-row table is filled with server-side SQL")
+    with django_db_blocker.unblock():
+        from steady_queue.job_states import execution_models
+        from steady_queue.models import Job
+
+        start = time.perf_counter()
+        fill_jobs_table()
+        print(f"\n  inserted {ROWS:,} jobs in {time.perf_counter() - start:.1f}s")
+        yield
+        for model in execution_models().values():
+            model.objects.all().delete_rows()
+        Job.objects.all().delete_rows()
+
+
+PAGES = {
+    "jobs list": reverse("admin:steady_queue_job_changelist"),
+    "failed jobs": reverse("admin:steady_queue_job_changelist") + "?state=failed",
+    "finished jobs": reverse("admin:steady_queue_job_changelist") + "?state=finished",
+    "ready jobs in mail": reverse("admin:steady_queue_job_changelist")
+    + "?state=ready&queue=mail",
+    "jobs of one task": reverse("admin:steady_queue_job_changelist")
+    + "?task=shop.tasks.sync_stock",
+    "search by id": reverse("admin:steady_queue_job_changelist") + "?q=500000",
+    "dashboard": reverse("admin:steady_queue_job_dashboard"),
+    "queues": reverse("admin:steady_queue_pause_changelist"),
+    "metrics": reverse("steady_queue:metrics"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders_within_its_bound_on_a_million_jobs(million, operator, page):
+    _, elapsed = timed_get(operator, PAGES[page])
+    print(f"\n  {connection.vendor}: {page} rendered in {elapsed * 1000:.0f} ms")
+    assert elapsed < PAGE_BOUND, f"{page} took {elapsed:.2f}s"

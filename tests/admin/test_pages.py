@@ -1,0 +1,90 @@
+"""Processes, recurring tasks, semaphores and the dashboard."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from steady_queue.models import Job, RecurringTask, Semaphore
+from tests.admin.conftest import VIEW, staff_with
+from tests.factories import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_processes_show_kind_host_pid_heartbeat_and_running_jobs(operator):
+    job = make_job("running")
+    response = operator.get(reverse("admin:steady_queue_process_changelist"))
+    content = response.content.decode()
+    assert f"worker-{job.pk}" in content
+    assert f"add #{job.pk}" in content
+    assert "s ago" in content
+
+
+@pytest.fixture
+def recurring_task():
+    return RecurringTask.objects.create(
+        key="nightly-add",
+        schedule="0 3 * * *",
+        task_path="tests.tasks.add",
+        arguments={"args": [1, 2], "kwargs": {}},
+        static=False,
+    )
+
+
+def test_recurring_tasks_show_schedule_and_next_run(operator, recurring_task):
+    response = operator.get(reverse("admin:steady_queue_recurringtask_changelist"))
+    content = response.content.decode()
+    assert "nightly-add" in content and "0 3 * * *" in content
+    assert "never" not in content
+
+
+def test_run_a_recurring_task_now(operator, recurring_task):
+    response = operator.post(
+        reverse("admin:steady_queue_recurringtask_changelist"),
+        {"action": "run_recurring_now", "_selected_action": [recurring_task.pk]},
+        follow=True,
+    )
+    assert "Enqueued nightly-add as job" in response.content.decode()
+    assert Job.objects.filter(task_path="tests.tasks.add").count() == 1
+
+
+def test_run_now_needs_its_permission(client, recurring_task):
+    client.force_login(staff_with(*VIEW))
+    client.post(
+        reverse("admin:steady_queue_recurringtask_changelist"),
+        {"action": "run_recurring_now", "_selected_action": [recurring_task.pk]},
+    )
+    assert not Job.objects.exists()
+
+
+def test_semaphores_are_listed(operator):
+    Semaphore.objects.create(
+        key="account/7", value=0, expires_at=timezone.now() + timedelta(minutes=5)
+    )
+    response = operator.get(reverse("admin:steady_queue_semaphore_changelist"))
+    assert "account/7" in response.content.decode()
+
+
+def test_the_dashboard_draws_its_charts_and_counts(operator):
+    make_job("finished")
+    make_job("failed", queue="mail")
+    make_job("ready", queue="mail")
+    make_job("running")
+    response = operator.get(reverse("admin:steady_queue_job_dashboard"))
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert content.count('<svg xmlns="http://www.w3.org/2000/svg" role="img"') == 3
+    assert '<meta http-equiv="refresh"' in content
+    assert 'id="sq-count-failed">1<' in content
+    assert response.context["succeeded_last_hour"] == 1
+    assert response.context["failed_last_hour"] == 1
+    assert response.context["failure_rate"] == 0.5
+    assert "worker-" in content  # the live process
+    assert "<script" not in content.split('id="sq-counts"')[1]
+
+
+def test_the_app_index_links_the_dashboard(operator):
+    response = operator.get(reverse("admin:app_list", args=["steady_queue"]))
+    assert reverse("admin:steady_queue_job_dashboard") in response.content.decode()

@@ -1,0 +1,89 @@
+"""pause, resume, retry, discard and clear-finished from the command line."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from steady_queue.models import FailedExecution, Job, Pause, ReadyExecution
+from tests.factories import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args):
+    out, err = StringIO(), StringIO()
+    call_command("steady_queue", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_pause_and_resume():
+    assert run("pause", "mail")[0] == "Queue 'mail' paused.\n"
+    assert run("pause", "mail")[0] == "Queue 'mail' was already paused.\n"
+    assert Pause.objects.paused_queue_names() == {"mail"}
+    assert run("resume", "mail")[0] == "Queue 'mail' resumed.\n"
+    assert Pause.objects.paused_queue_names() == set()
+
+
+def test_retry_failed_jobs_by_queue():
+    mail = make_job("failed", queue="mail")
+    other = make_job("failed", queue="default")
+    assert run("retry", "--queue", "mail")[0] == "Retried 1 failed job(s).\n"
+    assert ReadyExecution.objects.filter(job_id=mail.pk).exists()
+    assert FailedExecution.objects.filter(job_id=other.pk).exists()
+
+
+def test_retry_by_task_and_by_id():
+    noop = make_job("failed", task_path="tests.tasks.noop")
+    add = make_job("failed", task_path="tests.tasks.add")
+    extra = make_job("failed", task_path="tests.tasks.add")
+    run("retry", "--task", "tests.tasks.noop")
+    run("retry", "--id", str(add.pk))
+    assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == {
+        noop.pk,
+        add.pk,
+    }
+    assert FailedExecution.objects.filter(job_id=extra.pk).exists()
+
+
+def test_discard_all_in_batches():
+    for _ in range(5):
+        make_job("failed")
+    kept = make_job("ready")
+    out, _ = run("discard", "--all", "--batch-size", "2")
+    assert out == "Discarded 5 failed job(s).\n"
+    assert list(Job.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+def test_retry_and_discard_refuse_to_run_without_a_filter():
+    make_job("failed")
+    with pytest.raises(CommandError, match="--queue, --task, --id, or --all"):
+        run("discard")
+    assert FailedExecution.objects.count() == 1
+
+
+def test_clear_finished_older_than_a_duration_with_a_progress_bar():
+    old = timezone.now() - timedelta(days=8)
+    for _ in range(7):
+        make_job("finished")
+    Job.objects.update(finished_at=old)
+    recent = make_job("finished")
+    out, err = run("clear-finished", "--older-than", "7d", "--batch-size", "3")
+    assert out == "Deleted 7 finished job(s) older than 7d.\n"
+    assert "100% 7/7 jobs deleted" in err
+    assert list(Job.objects.values_list("pk", flat=True)) == [recent.pk]
+
+
+def test_clear_finished_stays_quiet_on_a_small_run():
+    make_job("finished")
+    Job.objects.update(finished_at=timezone.now() - timedelta(hours=13))
+    out, err = run("clear-finished", "--older-than", "12h")
+    assert out == "Deleted 1 finished job(s) older than 12h.\n"
+    assert err == ""
+
+
+def test_clear_finished_rejects_a_bad_duration():
+    with pytest.raises(CommandError, match="not a duration"):
+        run("clear-finished", "--older-than", "a week")

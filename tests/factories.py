@@ -1,0 +1,64 @@
+"""Jobs in a given state, written with the models' own verbs, for operator tests."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from steady_queue.models import (
+    BlockedExecution,
+    ClaimedExecution,
+    FailedExecution,
+    Job,
+    Process,
+    ReadyExecution,
+    ScheduledExecution,
+)
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "tests/tasks.py", line 28, in fail\n'
+    "    raise ValueError(message)\n"
+    "ValueError: it broke\n"
+)
+
+
+def make_job(state="ready", task_path="tests.tasks.add", queue="default", **fields):
+    """Save a job and put it in ``state`` (ready, scheduled, running, ...)."""
+    now = timezone.now()
+    job = Job(
+        queue_name=queue,
+        task_path=task_path,
+        arguments={"args": [1, 2], "kwargs": {"note": "x"}},
+        **fields,
+    )
+    if state == "scheduled":
+        job.scheduled_at = now + timedelta(hours=1)
+    if state in ("failed", "finished"):
+        job.started_at = job.last_attempted_at = job.finished_at = now
+        job.worker_ids = ["worker-1"]
+    if state == "failed":
+        job.errors = [
+            {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK}
+        ]
+    if state == "finished":
+        job.return_value = 3
+    job.save()
+    if state == "ready":
+        ReadyExecution.objects.create_for(job)
+    elif state == "scheduled":
+        ScheduledExecution.objects.create_for(job)
+    elif state == "running":
+        process = Process.objects.register(kind="worker", name=f"worker-{job.pk}")
+        ClaimedExecution.objects.claim_all([job.pk], process.pk, now)
+    elif state == "blocked":
+        BlockedExecution.objects.create(
+            job=job,
+            queue_name=queue,
+            priority=job.priority,
+            concurrency_key="account/7",
+            expires_at=now + timedelta(minutes=5),
+            created_at=now,
+        )
+    elif state == "failed":
+        FailedExecution.objects.create_all_for([job])
+    return job

@@ -1,0 +1,169 @@
+"""@limits_concurrency under real workers: limits hold, slots survive crashes."""
+
+import collections
+import os
+import signal
+import threading
+import time
+
+import pytest
+from django.db import connections
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import (
+    BlockedExecution,
+    ClaimedExecution,
+    FailedExecution,
+    Job,
+    Process,
+    Semaphore,
+)
+
+from .. import tasks
+from ..helpers import wait_for
+from .support import (
+    statuses,
+    wait_for_boot,
+    wait_for_exit,
+    wait_until_settled,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def intervals(path):
+    """{key: [(start, end), ...]} from the lines the limited tasks wrote."""
+    found = collections.defaultdict(list)
+    with open(path) as file:
+        for line in file:
+            key, start, end, _ = line.split()
+            found[key].append((float(start), float(end)))
+    return found
+
+
+def most_at_once(spans):
+    """The largest number of spans that overlap at any moment."""
+    # At equal times an end sorts before a start: touching spans do not overlap.
+    events = sorted(
+        [(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans]
+    )
+    running = peak = 0
+    for _, change in events:
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+def enqueue_in_threads(calls, threads=3):
+    """Enqueue (task, args) calls from several threads at once; return results."""
+    results = []
+    lock = threading.Lock()
+
+    def enqueue(share):
+        try:
+            for task, args in share:
+                result = task.enqueue(*args)
+                with lock:
+                    results.append(result)
+        finally:
+            connections.close_all()
+
+    workers = [
+        threading.Thread(target=enqueue, args=(calls[index::threads],))
+        for index in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return results
+
+
+def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
+    path = str(tmp_path / "runs")
+    calls = [
+        (tasks.one_at_a_time, (path, f"one-{index % 4}", 0.01)) for index in range(200)
+    ] + [
+        (tasks.three_at_a_time, (path, f"three-{index % 3}", 0.02))
+        for index in range(150)
+    ]
+    supervisor = start_supervisor(
+        env={"SQ_TEST_WORKER_PROCESSES": "3", "SQ_TEST_THREADS": "4"}
+    )
+    wait_for_boot(supervisor, workers=3)
+    # Enqueued while the workers claim and release: concurrent enqueue, claim
+    # and release on the same semaphores.
+    results = enqueue_in_threads(calls)
+    assert len(results) == len(calls)
+
+    wait_until_settled(len(calls), timeout=180)
+
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: len(calls)}
+    spans = intervals(path)
+    assert {key: len(found) for key, found in spans.items()} == {
+        **{f"one-{index}": 50 for index in range(4)},
+        **{f"three-{index}": 50 for index in range(3)},
+    }
+    peaks = {key: most_at_once(found) for key, found in spans.items()}
+    print(f"most runs at once per key: {peaks}")
+    assert all(peaks[f"one-{index}"] == 1 for index in range(4)), peaks
+    assert all(peaks[f"three-{index}"] <= 3 for index in range(3)), peaks
+    # With 12 threads and 50 runs per key, a limit of 3 is actually reached.
+    assert max(peaks[f"three-{index}"] for index in range(3)) > 1, peaks
+    assert BlockedExecution.objects.count() == 0
+    assert {s.key: (s.value, s.limit) for s in Semaphore.objects.all()} == {
+        **{f"tests.tasks.one_at_a_time/one-{i}": (1, 1) for i in range(4)},
+        **{f"tests.tasks.three_at_a_time/three-{i}": (3, 3) for i in range(3)},
+    }
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_a_killed_holders_slot_goes_to_the_next_blocked_job(start_supervisor, tmp_path):
+    path = str(tmp_path / "runs")
+    holder = tasks.one_at_a_time.enqueue(path, "held", 60)
+    waiting = [tasks.one_at_a_time.enqueue(path, "held", 0) for _ in range(3)]
+    assert BlockedExecution.objects.count() == 3
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    claim = wait_for(
+        lambda: ClaimedExecution.objects.filter(job_id=holder.id).first(),
+        message="the long job claimed",
+    )
+    worker = Process.objects.get(pk=claim.process_id)
+
+    killed_at = time.monotonic()
+    os.kill(worker.pid, signal.SIGKILL)
+    wait_until_settled(4, timeout=30)
+    settled_in = time.monotonic() - killed_at
+
+    assert statuses(waiting) == {TaskResultStatus.SUCCESSFUL: 3}
+    assert FailedExecution.objects.filter(job_id=holder.id).exists()
+    assert most_at_once(intervals(path)["held"]) == 1
+    # Within the limit's duration (5 s) plus one maintenance interval (1 s).
+    assert settled_in < 6, settled_in
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_maintenance_frees_a_slot_whose_holder_vanished(start_supervisor, tmp_path):
+    path = str(tmp_path / "runs")
+    lost = tasks.one_at_a_time.enqueue(path, "lost", 0)
+    waiting = tasks.one_at_a_time.enqueue(path, "lost", 0)
+    # The holder disappears without giving its slot back (as if its row were
+    # deleted by hand): only the semaphore's expiry can free the slot.
+    Job.objects.filter(pk=lost.id).delete()
+    started = time.monotonic()
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+
+    wait_for(
+        lambda: Job.objects.finished().filter(pk=waiting.id).exists(),
+        timeout=15,
+        message="the blocked job ran",
+    )
+
+    # The slot was taken at enqueue with a 5 s duration; maintenance runs every 1 s.
+    assert time.monotonic() - started < 5 + 1 + 3  # + boot time
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
