@@ -17,23 +17,35 @@ class QueueSelector:
         self.pause_refresh = pause_refresh
         self._paused = frozenset()
         self._paused_read_at = None
+        # Claim statements compiled for this selector's entries (see
+        # ReadyExecution.objects.claim), keyed by entry, pauses and limit.
+        self.compiled_statements = {}
 
     @property
     def matches_all(self):
         return "*" in self.queues
 
     def querysets(self, ready):
-        """Yield querysets of ``ready`` (ReadyExecution rows), one per queue entry."""
+        """Yield ``(key, queryset)`` of ``ready`` rows, one per queue entry.
+
+        Equal keys mean equal querysets (the entry and the pauses that apply).
+        """
         paused = self.paused_queue_names()
         if self.matches_all:
-            yield ready.exclude(queue_name__in=paused) if paused else ready
+            yield (
+                ("*", paused),
+                ready.exclude(queue_name__in=paused) if paused else ready,
+            )
             return
         for name in self.queues:
             if name.endswith("*"):
                 prefixed = ready.filter(queue_name__startswith=name[:-1])
-                yield prefixed.exclude(queue_name__in=paused) if paused else prefixed
+                yield (
+                    (name, paused),
+                    prefixed.exclude(queue_name__in=paused) if paused else prefixed,
+                )
             elif name not in paused:
-                yield ready.filter(queue_name=name)
+                yield (name, ()), ready.filter(queue_name=name)
 
     def paused_queue_names(self):
         from .models import Pause

@@ -80,6 +80,17 @@ SELECT id, (
 """.replace("{channel}", READY_CHANNEL)
 
 
+# The job fields a finished (or failed) run writes; see Outcome.apply_to.
+OUTCOME_FIELDS = [
+    "finished_at",
+    "started_at",
+    "last_attempted_at",
+    "worker_ids",
+    "return_value",
+    "errors",
+]
+
+
 class JobQuerySet(QueueQuerySet):
     def enqueue(self, job):
         """Insert an unsaved job and its ready, scheduled or blocked execution."""
@@ -105,9 +116,16 @@ class JobQuerySet(QueueQuerySet):
         """
         from .unique_key import UniqueKey
 
-        enqueued = []
+        enqueued = {}
+        # In key order: concurrent enqueues lock the same unique-key and
+        # semaphore rows in the same order, so they cannot deadlock each other.
+        in_lock_order = sorted(
+            range(len(jobs)),
+            key=lambda i: (jobs[i].unique_key or "", jobs[i].concurrency_key or ""),
+        )
         with transaction.atomic(using=self.db):
-            for job in jobs:
+            for position in in_lock_order:
+                job = jobs[position]
                 job.save(using=self.db, force_insert=True)
                 holder = None
                 if job.unique_key:
@@ -117,7 +135,7 @@ class JobQuerySet(QueueQuerySet):
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
                     self.route([job])
-                    enqueued.append(job)
+                    enqueued[position] = job
                     continue
                 # Saved first because the key row names a job; dropped again.
                 self.filter(pk=job.pk).delete_rows()
@@ -125,8 +143,8 @@ class JobQuerySet(QueueQuerySet):
                     raise DuplicateTaskError(job, holder)
                 merged = self.get(pk=holder)
                 merged.merged = True
-                enqueued.append(merged)
-        return enqueued
+                enqueued[position] = merged
+        return [enqueued[position] for position in range(len(jobs))]
 
     def _with_lock_retries(self, function, jobs):
         # A deadlock (MySQL) rolls back the whole transaction: it can be run again
@@ -220,6 +238,45 @@ class JobQuerySet(QueueQuerySet):
         job._state.adding = False
         job._state.db = self.db
         return job
+
+    def select_by_ids(self, ids):
+        """Raw rows of every column of these jobs (for instances_from_rows)."""
+        meta = self.model._meta
+        quote = self.connection.ops.quote_name
+        sql = (
+            f"SELECT {self.model.select_columns(quote(meta.db_table))} "
+            f"FROM {quote(meta.db_table)} "
+            f"WHERE {quote(meta.pk.column)} IN ({', '.join(['%s'] * len(ids))})"
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, list(ids))
+            return cursor.fetchall()
+
+    def save_outcomes(self, jobs):
+        """Write the outcome fields of these jobs: one UPDATE by primary key each.
+
+        Sent with executemany: Django's bulk_update builds a CASE expression per
+        field and job, which on the hot path costs far more than the database
+        work it saves (PostgreSQL has its own one-statement finalize).
+        """
+        meta = self.model._meta
+        fields = [meta.get_field(name) for name in OUTCOME_FIELDS]
+        quote = self.connection.ops.quote_name
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        sql = (
+            f"UPDATE {quote(meta.db_table)} SET {assignments} "
+            f"WHERE {quote(meta.pk.column)} = %s"
+        )
+        rows = [
+            [
+                field.get_db_prep_save(getattr(job, field.attname), self.connection)
+                for field in fields
+            ]
+            + [job.pk]
+            for job in jobs
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
 
     def enqueue_batch_size(self, limit=1000):
         """How many jobs one multi-row insert can carry on this database."""

@@ -62,55 +62,90 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         Queues are tried in the selector's order: a later queue only fills what
         the earlier ones left of ``limit`` (queue order beats priority).
         """
-        from .claimed_execution import ClaimedExecution
-        from .job import Job
-
         now = timezone.now()
-        if self.connection.vendor == "postgresql":
-            return self._claim_in_one_statement(selector, limit, process_id, now)
-        claimed_ids = []
-        for queryset in selector.querysets(self):
-            remaining = limit - len(claimed_ids)
-            if remaining <= 0:
-                break
-            with transaction.atomic(using=self.db):
-                rows = queryset.in_claim_order().pop_batch(
-                    remaining, ["job", "priority"]
-                )
-                # DELETE ... RETURNING gives rows in storage order: sort them back.
-                ids = [job_id for job_id, _ in sorted(rows, key=_claim_order)]
-                ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
-            claimed_ids.extend(ids)
-        if not claimed_ids:
-            return []
-        jobs = Job.objects.using(self.db).in_bulk(claimed_ids)
-        return [jobs[pk].claimed(now) for pk in claimed_ids]
-
-    def _claim_in_one_statement(self, selector, limit, process_id, now):
-        from .job import Job
-
         claimed = []
-        for queryset in selector.querysets(self):
+        for key, queryset in selector.querysets(self):
             remaining = limit - len(claimed)
             if remaining <= 0:
                 break
-            pick = queryset.in_claim_order().values("job_id")[:remaining]
-            pick_sql, pick_params = pick.query.get_compiler(using=self.db).as_sql()
-            # The statement is its own transaction, so the lock is added by hand:
-            # the ORM only allows select_for_update() inside atomic().
-            sql = CLAIM_SQL.format(
-                pick=f"{pick_sql} FOR UPDATE SKIP LOCKED",
-                job_columns=Job.select_columns("job"),
+            pick_sql, pick_params = self._pick_statement(
+                selector, key, queryset, remaining
             )
-            jobs = Job.objects.using(self.db)
-            rows = jobs.run_prepared(sql, [*pick_params, process_id, now])
-            claimed.extend(job.claimed(now) for job in jobs.instances_from_rows(rows))
+            if self.connection.vendor == "postgresql":
+                claimed.extend(
+                    self._claim_in_one_statement(pick_sql, pick_params, process_id, now)
+                )
+            else:
+                claimed.extend(
+                    self._claim_in_a_transaction(pick_sql, pick_params, process_id, now)
+                )
         return claimed
 
+    def _pick_statement(self, selector, key, queryset, limit):
+        """The SELECT of up to ``limit`` job ids of a queryset, in claim order.
 
-def _claim_order(row):
-    job_id, priority = row
-    return (-priority, job_id)
+        Compiled once per worker, queue entry and limit: the ORM's compiler
+        costs more than the claim itself on the hot path.
+        """
+        key = (self.db, key, limit)
+        cache = selector.compiled_statements
+        if key not in cache:
+            pick = queryset.in_claim_order().values("job_id")[:limit]
+            sql, params = pick.query.get_compiler(using=self.db).as_sql()
+            # The lock is added by hand: the ORM only allows select_for_update()
+            # inside atomic(), and the PostgreSQL claim needs no transaction.
+            if self.connection.features.has_select_for_update_skip_locked:
+                sql += " FOR UPDATE SKIP LOCKED"
+            elif self.connection.features.has_select_for_update:
+                sql += " FOR UPDATE"
+            cache[key] = (sql, tuple(params))
+        return cache[key]
+
+    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
+        from .job import Job
+
+        sql = CLAIM_SQL.format(pick=pick_sql, job_columns=Job.select_columns("job"))
+        jobs = Job.objects.using(self.db)
+        rows = jobs.run_prepared(sql, [*pick_params, process_id, now])
+        return [job.claimed(now) for job in jobs.instances_from_rows(rows)]
+
+    def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
+        from .claimed_execution import ClaimedExecution
+        from .job import Job
+
+        quote = self.connection.ops.quote_name
+        table = quote(self.model._meta.db_table)
+        with transaction.atomic(using=self.db), self.connection.cursor() as cursor:
+            if self.connection.vendor == "sqlite":
+                # One statement that starts with a write, so it takes the write
+                # lock (waiting on busy_timeout) rather than failing a
+                # read-to-write upgrade; SQLite serialises writers anyway.
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE job_id IN ({pick_sql}) "
+                    "RETURNING job_id",
+                    pick_params,
+                )
+                ids = [row[0] for row in cursor.fetchall()]
+            else:
+                # MySQL cannot DELETE ... RETURNING, nor delete from a subquery
+                # of the same table: lock the rows (skipping locked ones), then
+                # delete them by key.
+                cursor.execute(pick_sql, pick_params)
+                ids = [row[0] for row in cursor.fetchall()]
+                if ids:
+                    cursor.execute(
+                        f"DELETE FROM {table} WHERE job_id IN "
+                        f"({', '.join(['%s'] * len(ids))})",
+                        ids,
+                    )
+            if not ids:
+                return []
+            ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
+        jobs = Job.objects.using(self.db)
+        found = jobs.instances_from_rows(jobs.select_by_ids(ids))
+        # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
+        found.sort(key=lambda job: (-job.priority, job.pk))
+        return [job.claimed(now) for job in found]
 
 
 class ReadyExecution(Execution):

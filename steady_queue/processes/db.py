@@ -10,6 +10,8 @@ logger = logging.getLogger("steady_queue")
 # MySQL/MariaDB: 1205 lock wait timeout, 1213 deadlock. Both roll back the
 # statement or transaction and are safe to run again.
 RETRYABLE_MYSQL_ERRORS = {1205, 1213}
+# PostgreSQL: 40P01 deadlock detected, 55P03 lock not available.
+RETRYABLE_POSTGRESQL_STATES = {"40P01", "55P03"}
 LOCK_RETRIES = 5
 
 
@@ -17,6 +19,8 @@ def is_lock_conflict(error):
     cause = error.__cause__ or error
     args = getattr(cause, "args", ())
     if args and args[0] in RETRYABLE_MYSQL_ERRORS:
+        return True
+    if getattr(cause, "sqlstate", None) in RETRYABLE_POSTGRESQL_STATES:
         return True
     # SQLite: another writer held the lock for longer than the busy timeout.
     return "database is locked" in str(error)
