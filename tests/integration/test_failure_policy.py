@@ -152,7 +152,7 @@ def test_a_recycled_worker_runs_every_job_once_and_is_replaced(
     runs = tmp_path / "runs"
     results = enqueue_records(runs, 10)
     supervisor = start_supervisor(env=env)
-    [first] = wait_for_boot(supervisor)
+    wait_for_boot(supervisor)
 
     wait_for(
         lambda: statuses(results) == {TaskResultStatus.SUCCESSFUL: 10},
@@ -163,11 +163,16 @@ def test_a_recycled_worker_runs_every_job_once_and_is_replaced(
     assert set(runs_by_label(runs).values()) == {1}
     assert len(runs_by_label(runs)) == 10
     assert FailedExecution.objects.count() == 0
+    # The jobs were shared by the worker that ran the first one and at least
+    # one replacement. (Not the worker registered at boot: recycling is fast
+    # enough that, by the time we look, it may already be a replacement.)
+    with open(runs) as file:
+        earliest = int(file.readline().split()[1])
     pids = pids_of(runs)
-    assert first.pid in pids and len(pids) >= 2
+    assert earliest in pids and len(pids) >= 2
     wait_for_log(supervisor, reason)
     # The supervisor logs the replacement when it reaps the worker, which may
     # come after the last job's outcome is visible.
-    wait_for_log(supervisor, f"{first.name} (pid {first.pid}) asked to be replaced")
+    wait_for_log(supervisor, f"(pid {earliest}) asked to be replaced")
     log = supervisor.log()
     assert "WARNING" not in log and "ERROR" not in log
