@@ -48,3 +48,14 @@ lint: $(VENVS)/dj61/.installed
 
 clean:
 	rm -rf $(VENVS) build docs/_build
+
+# The soak (issue #13): JOBS jobs, good and poisoned, through a real supervisor
+# while workers and connections are killed and PostgreSQL restarts once; prints
+# what became of every job, per database. Not part of `make test`: it restarts
+# the PostgreSQL server. make soak DB=postgres JOBS=2000 (default: all three).
+.PHONY: soak
+JOBS ?= 20000
+comma := ,
+SOAK_DBS = $(if $(filter file,$(origin DB)),sqlite$(comma)postgres$(comma)mysql,$(DB))
+soak: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/python bench/soak/run.py --db $(SOAK_DBS) --jobs $(JOBS) --restart-postgres $(ARGS)

@@ -1,6 +1,7 @@
 """The steady_queue Django app."""
 
 from django.apps import AppConfig
+from django.core import checks
 
 
 class SteadyQueueConfig(AppConfig):
@@ -12,3 +13,6 @@ class SteadyQueueConfig(AppConfig):
         # Importing the framework registers its system checks (django.tasks does
         # that on import); without it `manage.py check` skips our backend checks.
         from . import compat, log  # noqa: F401 - also connects the log receivers
+        from .checks import check_metrics_token
+
+        checks.register(check_metrics_token, checks.Tags.security, checks.Tags.urls)

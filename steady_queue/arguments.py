@@ -16,7 +16,12 @@ from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from .exceptions import ArgumentDecodeError, ArgumentRowMissingError, EnqueueError
+from .exceptions import (
+    ArgumentDecodeError,
+    ArgumentRowMissingError,
+    ArgumentsUnreadableError,
+    EnqueueError,
+)
 
 TAG = "__sq__"
 # Set on the stored arguments when any value in them is tagged: a job whose
@@ -59,6 +64,13 @@ def decode_arguments(stored, load_rows=True):
     (ArgumentRowMissingError if its row is gone); without, it is an instance
     holding only its primary key, whose other fields load when first read.
     """
+    error = getattr(stored, "error", None)
+    if error is not None:
+        # models.fields.UnreadableJSON: the row's JSON did not decode.
+        raise ArgumentsUnreadableError(
+            f"The job's stored arguments cannot be read ({error}); the row was "
+            "changed outside steady_queue or is corrupt, so nothing was called."
+        )
     args = stored.get("args", [])
     kwargs = stored.get("kwargs", {})
     if not stored.get(TAGGED):

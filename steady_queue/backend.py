@@ -5,12 +5,18 @@ from django.utils import timezone
 
 from . import checks
 from .arguments import serialize_arguments
-from .compat import BaseTaskBackend, TaskResultDoesNotExist, task_enqueued
+from .compat import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from .concurrency import limit_of
 from .conf import parse_options
 from .exceptions import TaskNotFoundError
 from .results import build_result
-from .task_loader import load_task
+from .task_loader import is_project_module, load_task, missing_task
 from .unique import unique_of
 
 
@@ -87,6 +93,15 @@ class SteadyQueueBackend(BaseTaskBackend):
         """Check the task again (settings may have changed) and the OPTIONS."""
         self.validate_task(task)
         self.config  # noqa: B018 - a misconfigured backend must not write rows
+        module = task.func.__module__
+        if not is_project_module(module):
+            # Workers load tasks only from the project's packages (see
+            # task_loader): refuse now what no worker would ever run.
+            raise InvalidTask(
+                f"{task.module_path} is defined in the module {module!r}, outside "
+                "the installed apps and the settings module's package, so no "
+                "worker would run it. Move it into an installed app."
+            )
 
     def _job_for(self, task, args, kwargs, now):
         from .models import Job
@@ -117,17 +132,21 @@ class SteadyQueueBackend(BaseTaskBackend):
         return result
 
     def _task_for(self, job):
-        """Rebuild the job's Task from its path, with the job's own settings."""
+        """Rebuild the job's Task from its path, with the job's own settings.
+
+        A job whose path no longer names a task (renamed, removed, refused)
+        still has a result to read: it gets a stand-in task that never runs.
+        """
+        settings_of_the_job = {
+            "priority": job.priority,
+            "queue_name": job.queue_name,
+            "run_after": job.scheduled_at,
+        }
+        if job.backend_name in settings.TASKS:
+            settings_of_the_job["backend"] = job.backend_name
         try:
             task = load_task(job.task_path)
-        except TaskNotFoundError as e:
-            raise TaskResultDoesNotExist(
-                f"Job {job.pk} exists, but its result cannot be read: {e}"
-            ) from e
+        except TaskNotFoundError:
+            return Task(func=missing_task, **settings_of_the_job)
         # Task.get_result() compares functions, so reuse the imported one.
-        return task.using(
-            priority=job.priority,
-            queue_name=job.queue_name,
-            run_after=job.scheduled_at,
-            backend=job.backend_name if job.backend_name in settings.TASKS else None,
-        )
+        return task.using(**settings_of_the_job)

@@ -1,8 +1,14 @@
-"""System checks for a SteadyQueueBackend: app installed, OPTIONS valid, locking."""
+"""System checks for a SteadyQueueBackend: app installed, OPTIONS valid, locking.
+
+Also the project-wide ones: backend aliases sharing a database, and an open
+metrics view.
+"""
 
 from django.apps import apps
+from django.conf import settings
 from django.core import checks
 from django.db import connections
+from django.utils.module_loading import import_string
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
@@ -40,6 +46,7 @@ def check_backend(backend, databases=None, **kwargs):
         for error in errors
     )
     messages.extend(check_recurring(options))
+    messages.extend(_check_database_not_shared(backend.alias))
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))
     return messages
@@ -60,3 +67,102 @@ def _check_locking(alias):
             id="steady_queue.W001",
         )
     ]
+
+
+def _check_database_not_shared(alias):
+    """An error when an earlier steady_queue alias uses this alias's database.
+
+    Reported once per extra alias: the first alias in TASKS that uses a
+    database owns it, and each later one is named with it.
+    """
+    databases = _steady_queue_databases()
+    database = databases.get(alias)
+    for other, other_database in databases.items():
+        if other == alias:
+            return []
+        if other_database == database:
+            return [
+                checks.Error(
+                    f"TASKS[{alias!r}] and TASKS[{other!r}] both keep their jobs in "
+                    f"the database {database!r} (OPTIONS['database']): a worker "
+                    "started for either alias claims the jobs enqueued through "
+                    "both.",
+                    hint=(
+                        "Give each alias its own database. Or, if the aliases "
+                        "share their jobs on purpose, add 'steady_queue.E004' to "
+                        "SILENCED_SYSTEM_CHECKS: a worker of either alias then "
+                        "runs the jobs of both, with its own options."
+                    ),
+                    id="steady_queue.E004",
+                )
+            ]
+    return []
+
+
+def _steady_queue_databases():
+    """{TASKS alias: database alias} of every SteadyQueueBackend, in TASKS order."""
+    from .backend import SteadyQueueBackend
+
+    found = {}
+    for alias, config in getattr(settings, "TASKS", {}).items():
+        try:
+            backend_class = import_string(config["BACKEND"])
+        except (ImportError, KeyError, TypeError):
+            continue  # the task framework's own checks report it
+        if isinstance(backend_class, type) and issubclass(
+            backend_class, SteadyQueueBackend
+        ):
+            options = config.get("OPTIONS") or {}
+            database = (
+                options.get("database", "default")
+                if isinstance(options, dict)
+                else None
+            )
+            # A bad OPTIONS or database is E002's to report, not this check's.
+            if isinstance(database, str):
+                found[alias] = database
+    return found
+
+
+def check_metrics_token(app_configs=None, **kwargs):
+    """Warn when the metrics view is routed and open: no token is configured."""
+    from django.urls import get_resolver
+
+    if getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None):
+        return []
+    if not getattr(settings, "ROOT_URLCONF", None):
+        return []
+    if not _routes_metrics(get_resolver().url_patterns):
+        return []
+    return [
+        checks.Warning(
+            "steady_queue's metrics view is in the URLconf, and "
+            "STEADY_QUEUE_METRICS_TOKEN is not set: anyone who can reach the URL "
+            "can read your queue names, sizes and processes.",
+            hint=(
+                "Set STEADY_QUEUE_METRICS_TOKEN to a long random string (e.g. "
+                "from the environment) and give Prometheus the same token as a "
+                "bearer token; or remove the route where Prometheus does not "
+                "need it."
+            ),
+            id="steady_queue.W002",
+        )
+    ]
+
+
+def _routes_metrics(patterns):
+    """Whether these URL patterns (searched through includes) serve the metrics."""
+    from .views import metrics
+
+    for pattern in patterns:
+        if hasattr(pattern, "url_patterns"):
+            if _routes_metrics(pattern.url_patterns):
+                return True
+            continue
+        view = getattr(pattern, "callback", None)
+        # Through decorators a project may add (never_cache, csrf_exempt...).
+        while view is not None:
+            if view is metrics or view is getattr(metrics, "__wrapped__", None):
+                return True
+            view = getattr(view, "__wrapped__", None)
+    return False

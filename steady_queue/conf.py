@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -87,16 +88,30 @@ class Options:
     alias: str = "default"
 
 
+# The longest duration accepted: ten years. Longer waits overflow the timers
+# processes sleep on (threading.TIMEOUT_MAX) and the dates computed from them.
+MAX_SECONDS = 10 * 365 * 86400
+
+
 def _duration(value, where, errors, *, allow_zero=False):
+    """A finite number of seconds (or a timedelta) in range; None if not."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
+    lowest = "zero or more" if allow_zero else "greater than zero"
+    accepted = f"{lowest} and at most {MAX_SECONDS:,} seconds (ten years)"
     if isinstance(value, bool) or not isinstance(value, int | float):
         errors.append(
-            f"{where} must be a number of seconds or a timedelta, got {value!r}."
+            f"{where} must be a number of seconds or a timedelta, {accepted}; "
+            f"got {value!r}."
         )
         return None
-    if value < 0 or (value == 0 and not allow_zero):
-        errors.append(f"{where} must be greater than zero, got {value!r}.")
+    if not math.isfinite(value):
+        errors.append(
+            f"{where} must be {accepted}; got {value!r}, which is not a finite number."
+        )
+        return None
+    if value < 0 or (value == 0 and not allow_zero) or value > MAX_SECONDS:
+        errors.append(f"{where} must be {accepted}; got {value!r}.")
         return None
     return float(value)
 
@@ -143,10 +158,15 @@ def _queues(value, where, errors):
 
 
 def _megabytes(value, where, errors):
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         errors.append(
-            f"{where} must be a number of megabytes greater than zero, or None; "
-            f"got {value!r}."
+            f"{where} must be a number of megabytes greater than zero and finite, "
+            f"or None for no limit; got {value!r}."
         )
         return None
     return value
@@ -332,9 +352,25 @@ _READERS = {
 }
 
 
+# The numbers of OPTIONS["retry"], read here so that each error names its key.
+_RETRY_NUMBERS = {
+    "attempts": _positive_int,
+    "wait": lambda v, w, e: _duration(v, w, e, allow_zero=True),
+    "maximum_wait": _duration,
+}
+
+
 def _retry_policy(value, where, errors):
     from .retries import policy_from_options
 
+    if isinstance(value, dict):
+        value = dict(value)
+        found = len(errors)
+        for key, reader in _RETRY_NUMBERS.items():
+            if key in value:
+                value[key] = reader(value[key], f"{where}[{key!r}]", errors)
+        if len(errors) > found:
+            return None
     return policy_from_options(value, where, errors)
 
 

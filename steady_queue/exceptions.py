@@ -21,6 +21,18 @@ class TaskNotFoundError(SteadyQueueError):
     """A job's task path does not import, or imports something that is not a task."""
 
 
+class ResultNotStorableError(SteadyQueueError, ValueError):
+    """The task returned a value the database cannot store; the job failed."""
+
+
+class OutcomeNotStoredError(SteadyQueueError):
+    """The database refused to store this run's outcome; the job was failed."""
+
+
+class ArgumentsUnreadableError(SteadyQueueError):
+    """The job row's stored arguments cannot be read back (tampered or corrupt)."""
+
+
 class EnqueueError(SteadyQueueError, ValueError):
     """The call could not be enqueued (bad arguments); nothing was written."""
 

@@ -1,8 +1,28 @@
 """Outcome: what running one claimed job produced, before it is recorded."""
 
+import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from .compat import normalize_json
+from .exceptions import ResultNotStorableError
+
+# A return value is kept in the job row; bigger ones are refused (the job fails)
+# rather than risking a write the database refuses (MariaDB's max_allowed_packet
+# is 16 MiB by default, and a whole batch of outcomes travels together).
+MAX_RESULT_BYTES = 1024 * 1024
+# A traceback longer than this keeps its head and its tail (where the error is).
+MAX_TRACEBACK_CHARS = 64 * 1024
+TRACEBACK_HEAD_CHARS = 8 * 1024
+# A NUL as json.dumps writes it: \u0000 after an even number of backslashes
+# (an odd number means the backslash itself was escaped: plain text).
+TOO_DEEP = (
+    "The task's return value cannot be stored: it is nested too deeply to "
+    "encode as JSON."
+)
+ENCODED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,3 +65,69 @@ class Outcome:
         else:
             job.errors = [*job.errors, self.error]
         return job
+
+
+def storable_return_value(value):
+    """The task's return value as it will be stored; raises if it cannot be.
+
+    TypeError or ValueError for what JSON cannot express (normalize_json's
+    errors), ResultNotStorableError for what a database would refuse.
+    """
+    try:
+        value = normalize_json(value)
+    except RecursionError:
+        raise ResultNotStorableError(TOO_DEEP) from None
+    refuse_unstorable(value)
+    return value
+
+
+def refuse_unstorable(value):
+    """Raise ResultNotStorableError if no database could store this JSON value.
+
+    PostgreSQL's jsonb refuses NaN, Infinity and NUL characters, and every
+    database refuses text that is not valid Unicode: one rule for all three
+    databases, so a task behaves the same wherever it runs.
+    """
+    try:
+        encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        size = len(encoded.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ResultNotStorableError(
+            "The task's return value cannot be stored: it holds a string that is "
+            "not valid Unicode (a lone surrogate). Return valid text, or encode "
+            "bytes with base64."
+        ) from None
+    except ValueError as error:
+        raise ResultNotStorableError(
+            f"The task's return value cannot be stored: {error} (NaN or "
+            "Infinity). Return finite numbers, or strings such as 'nan'."
+        ) from None
+    except RecursionError:
+        raise ResultNotStorableError(TOO_DEEP) from None
+    if ENCODED_NUL.search(encoded):
+        raise ResultNotStorableError(
+            "The task's return value cannot be stored: it holds a NUL character "
+            "(\\x00), which PostgreSQL cannot keep in JSON. Encode binary data "
+            "(base64) or strip the NULs."
+        )
+    if size > MAX_RESULT_BYTES:
+        raise ResultNotStorableError(
+            f"The task's return value is {size:,} bytes as JSON, over the "
+            f"{MAX_RESULT_BYTES:,}-byte limit for results. Store large output "
+            "elsewhere (a file, a model) and return a reference to it."
+        )
+
+
+def storable_text(text):
+    """Text safe to store in any database's JSON: NULs and lone surrogates
+    escaped, and cut to MAX_TRACEBACK_CHARS (keeping the head and the tail)."""
+    text = text.replace("\x00", "\\x00")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_TRACEBACK_CHARS:
+        tail = MAX_TRACEBACK_CHARS - TRACEBACK_HEAD_CHARS
+        cut = len(text) - MAX_TRACEBACK_CHARS
+        text = (
+            f"{text[:TRACEBACK_HEAD_CHARS]}\n... {cut:,} characters cut ...\n"
+            f"{text[-tail:]}"
+        )
+    return text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -169,11 +170,20 @@ def policy_for_job(job):
 
 
 def exception_class_of(error):
-    """The class an error payload names, or None if it no longer imports."""
+    """The class an error payload names, or None if it is not loaded.
+
+    A payload is row data: its path is looked up among the modules this
+    process has already imported, never imported (that would run a module's
+    top-level code on a row's say-so). The class of an error raised here is
+    always loaded already.
+    """
     try:
-        found = import_string(error["exception_class_path"])
-    except (ImportError, KeyError, TypeError):
+        module_path, _, name = error["exception_class_path"].rpartition(".")
+    except (KeyError, TypeError, AttributeError):
         return None
+    found = sys.modules.get(module_path)
+    for part in name.split("."):
+        found = getattr(found, part, None)
     return found if isinstance(found, type) else None
 
 

@@ -12,12 +12,11 @@ from .arguments import TAGGED, decode_arguments
 from .compat import (
     TaskContext,
     TaskResultStatus,
-    normalize_json,
     task_finished,
     task_started,
 )
 from .exceptions import TaskNotFoundError, TaskTimeoutError
-from .outcome import Outcome
+from .outcome import Outcome, storable_return_value, storable_text
 from .results import build_result
 from .timeouts import timeout_message
 
@@ -114,8 +113,10 @@ class JobRunner:
 
     def _returned(self, job, value):
         try:
-            value = normalize_json(value)
+            value = storable_return_value(value)
         except (TypeError, ValueError) as error:
+            # A value the database would refuse fails this job here, alone:
+            # written with a batch of outcomes it would fail them all.
             return self._failed(job, error)
         return Outcome(
             job=job,
@@ -134,7 +135,7 @@ class JobRunner:
             succeeded=False,
             error={
                 "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-                "traceback": "".join(traceback.format_exception(error)),
+                "traceback": storable_text("".join(traceback.format_exception(error))),
             },
             exception=None if isinstance(error, TaskNotFoundError) else error,
         )

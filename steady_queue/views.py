@@ -16,7 +16,7 @@ def metrics(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
 
     With STEADY_QUEUE_METRICS_TOKEN set, a scrape must send it as a bearer
     token; without it the view is open, so route it where only Prometheus
-    can reach it.
+    can reach it (the system check steady_queue.W002 warns while it is open).
     """
     token = getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None)
     if token:

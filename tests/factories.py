@@ -62,3 +62,20 @@ def make_job(state="ready", task_path="tests.tasks.add", queue="default", **fiel
     elif state == "failed":
         FailedExecution.objects.create_all_for([job])
     return job
+
+
+def registered_process(pk):
+    """Ensure a process row with this id: claims are accepted only for one."""
+    now = timezone.now()
+    Process.objects.get_or_create(
+        pk=pk,
+        defaults={
+            "kind": "worker",
+            "name": f"worker-{pk}",
+            "pid": 0,
+            "hostname": "tests",
+            "last_heartbeat_at": now,
+            "created_at": now,
+        },
+    )
+    return pk

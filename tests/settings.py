@@ -30,6 +30,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "tests.urls"
+# tests/urls.py routes the metrics view with no token on purpose (for
+# tests/test_metrics.py); the check's own tests call it directly.
+SILENCED_SYSTEM_CHECKS = ["steady_queue.W002"]
 STATIC_URL = "static/"
 TEMPLATES = [
     {
@@ -196,3 +199,18 @@ if os.environ.get("SQ_TEST_RECURRING"):
         os.environ["SQ_TEST_RECURRING"]
     )
     TASKS["default"]["OPTIONS"]["scheduler"] = {"polling_interval": 0.2}
+
+# tests/integration/test_trust_watch*.py: a forked supervisor whose clock is off
+# (Python's, as a host's would be), and workers confined to some queues.
+if os.environ.get("SQ_TEST_CLOCK_SKEW_SECONDS"):
+    from datetime import timedelta
+
+    from django.utils import timezone as _timezone
+
+    _skew = timedelta(seconds=float(os.environ["SQ_TEST_CLOCK_SKEW_SECONDS"]))
+    _host_now = _timezone.now
+    _timezone.now = lambda: _host_now() + _skew
+if os.environ.get("SQ_TEST_WORKER_QUEUES"):
+    TASKS["default"]["OPTIONS"]["workers"][0]["queues"] = os.environ[
+        "SQ_TEST_WORKER_QUEUES"
+    ].split(",")

@@ -268,3 +268,23 @@ def refresh_listing(listing_id):
 @task
 def export_account(account_id, **options):
     return account_id
+
+
+@timeout(1)
+@task
+def backtracks(path, length):
+    """Record the run, then hold the GIL in one regex match for a long time."""
+    import re
+
+    with open(path, "a") as file:
+        file.write(f"backtracks {os.getpid()} {time.time()}\n")
+    # Catastrophic backtracking: C code that never lets another thread run.
+    return bool(re.match(r"(a+)+$", "a" * length + "b"))
+
+
+@task
+def clock_now():
+    """This process's idea of the time (tests skew it per supervisor)."""
+    from django.utils import timezone
+
+    return timezone.now().isoformat()

@@ -17,13 +17,14 @@ from steady_queue.processes.dispatcher import Dispatcher
 from steady_queue.queue_selector import QueueSelector
 
 from . import tasks
+from .factories import registered_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def claim_all():
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, 7)
+    return ReadyExecution.objects.claim(selector, 100, registered_process(7))
 
 
 def test_an_equal_call_merges_into_the_pending_run():
@@ -62,7 +63,7 @@ def test_refuse_raises_names_the_pending_run_and_writes_nothing():
         tasks.export_account.enqueue(3, format="json")  # same key: the account
     assert raised.value.result_id == first.id
     assert f"result id {first.id}" in str(raised.value)
-    assert "on_duplicate=\"refuse\"" in str(raised.value)
+    assert 'on_duplicate="refuse"' in str(raised.value)
     assert Job.objects.count() == 1
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = "example-only-not-a-secret"
+# Scrapes of /steady_queue/metrics send "Authorization: Bearer <this>". Use a
+# long random value from the environment in a real project.
+STEADY_QUEUE_METRICS_TOKEN = "example-metrics-token"
 DEBUG = os.environ.get("EXAMPLE_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
 USE_TZ = True

@@ -7,14 +7,22 @@ never loads the rows into memory nor holds one long transaction.
 from django.contrib import admin, messages
 
 from ..models import BlockedExecution, FailedExecution, ScheduledExecution
+from ..models.blocked_execution import BlockedExecutionQuerySet
 from ..models.execution import ExecutionQuerySet
-from ..models.failed_execution import FailedExecutionQuerySet
+from ..models.scheduled_execution import ScheduledExecutionQuerySet
 
 
 @admin.action(permissions=["retry"], description="Retry selected failed jobs")
 def retry_failed(modeladmin, request, queryset):
-    moved = _in_batches(FailedExecution, queryset, FailedExecutionQuerySet.retry_all)
-    _report(modeladmin, request, "Retried", "failed", moved)
+    failed = FailedExecution.objects.using(queryset.db).for_jobs(queryset)
+    outcome = failed.retry_in_batches()
+    if not outcome:
+        _report(modeladmin, request, "Retried", "failed", [])
+        return
+    # A job discarded again at once for want of a concurrency slot is failed
+    # again: say so, rather than report a plain success.
+    level = messages.WARNING if outcome.discarded else messages.SUCCESS
+    modeladmin.message_user(request, outcome.summary(), level)
 
 
 @admin.action(permissions=["discard"], description="Discard selected failed jobs")
@@ -27,8 +35,14 @@ def discard_failed(modeladmin, request, queryset):
     permissions=["run_now"], description="Run selected scheduled or blocked jobs now"
 )
 def run_now(modeladmin, request, queryset):
-    moved = _in_batches(ScheduledExecution, queryset, ExecutionQuerySet.make_ready_now)
-    moved += _in_batches(BlockedExecution, queryset, ExecutionQuerySet.make_ready_now)
+    # Each table's own verb: a scheduled job goes through its concurrency
+    # limit, a blocked one is forced past it (see docs/concurrency.rst).
+    scheduled, blocked = (
+        ScheduledExecutionQuerySet.make_ready_now,
+        BlockedExecutionQuerySet.make_ready_now,
+    )
+    moved = _in_batches(ScheduledExecution, queryset, scheduled)
+    moved += _in_batches(BlockedExecution, queryset, blocked)
     _report(modeladmin, request, "Moved to ready", "scheduled or blocked", moved)
 
 

@@ -23,7 +23,8 @@ def render_dashboard(request, admin_site):
     queues = queue_overview(database, configured_queue_names(backend), now)
     minutes = per_minute(database, 60, now)
     processes = Process.objects.using(database).order_by("kind", "name")
-    running = processes.running_jobs()
+    # Hosts and pids are for users who may view processes; others get counts.
+    show_processes = can(request, "view_process")
     counts = counts_by_state(database)
     context = {
         **admin_site.each_context(request),
@@ -37,14 +38,9 @@ def render_dashboard(request, admin_site):
         "succeeded_last_hour": sum(row[1] for row in minutes),
         "failed_last_hour": sum(row[2] for row in minutes),
         "failure_rate": failure_rate(minutes),
-        "processes": [
-            {
-                "process": process,
-                "heartbeat_age": (now - process.last_heartbeat_at).total_seconds(),
-                "running": running.get(process.pk, []),
-            }
-            for process in processes
-        ],
+        "show_processes": show_processes,
+        "process_counts": sorted(processes.counts_by_kind().items()),
+        "processes": _process_rows(processes, now) if show_processes else [],
         "throughput_chart": charts.stacked_columns(
             [
                 (
@@ -66,3 +62,16 @@ def render_dashboard(request, admin_site):
     }
     request.current_app = admin_site.name
     return TemplateResponse(request, "steady_queue/admin/dashboard.html", context)
+
+
+def _process_rows(processes, now):
+    """Each process with its heartbeat's age and the jobs it is running."""
+    running = processes.running_jobs()
+    return [
+        {
+            "process": process,
+            "heartbeat_age": (now - process.last_heartbeat_at).total_seconds(),
+            "running": running.get(process.pk, []),
+        }
+        for process in processes
+    ]

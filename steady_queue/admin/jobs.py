@@ -6,7 +6,6 @@ from operator import methodcaller
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
@@ -227,7 +226,11 @@ def _operate(modeladmin, request, object_id, operation):
     codename, states = OPERATIONS[operation]
     if not can(request, codename):
         raise PermissionDenied
-    job = get_object_or_404(modeladmin.get_queryset(request), pk=object_id)
+    # get_object, not get_object_or_404: an id that is not a number is no job
+    # (a 404), not a ValueError (a 500).
+    job = modeladmin.get_object(request, object_id)
+    if job is None:
+        raise Http404(f"No job with the id {object_id!r}.")
     if job.state not in states:
         modeladmin.message_user(
             request,
@@ -237,13 +240,39 @@ def _operate(modeladmin, request, object_id, operation):
         )
         return HttpResponseRedirect(_job_url(job))
     model, verb = VERBS[operation, job.state]
-    verb(model.objects.using(job._state.db).filter(job_id=job.pk))
-    modeladmin.message_user(
-        request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS
-    )
+    outcome = verb(model.objects.using(job._state.db).filter(job_id=job.pk))
+    if operation == "retry":
+        # Where it went: a retry may be discarded again at once (no free slot).
+        level = messages.WARNING if outcome.discarded else messages.SUCCESS
+        modeladmin.message_user(
+            request, f"Job {job.pk} retried: {outcome.details()}.", level
+        )
+    elif operation == "run_now":
+        _report_run_now(modeladmin, request, job)
+    else:
+        modeladmin.message_user(
+            request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS
+        )
     if operation == "discard":
         return HttpResponseRedirect(reverse("admin:steady_queue_job_changelist"))
     return HttpResponseRedirect(_job_url(job))
+
+
+def _report_run_now(modeladmin, request, job):
+    """Say where the job went: a scheduled job keeps to its concurrency limit."""
+    now = modeladmin.get_object(request, str(job.pk))
+    state = now.state if now is not None else "gone"
+    if state in ("ready", "claimed", "finished"):
+        modeladmin.message_user(
+            request, f"Job {job.pk} {DONE['run_now']}.", messages.SUCCESS
+        )
+        return
+    modeladmin.message_user(
+        request,
+        f"Job {job.pk} was not made ready: it is {state} now, because its "
+        "concurrency key had no free slot.",
+        messages.WARNING,
+    )
 
 
 def _job_url(job):

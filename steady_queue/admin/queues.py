@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Pause
 from ..queues import configured_queue_names, queue_overview
@@ -59,16 +60,34 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if not can(request, "pause_queue"):
             raise PermissionDenied
         queue = request.POST.get("queue", "").strip()
+        if not queue:
+            self.message_user(
+                request,
+                f"Nothing was {verb}d: say which queue to {verb} (the form sent "
+                "no queue name).",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(_back_to(request))
         pauses = Pause.objects.using(queue_database())
         changed = pauses.pause(queue) if verb == "pause" else pauses.resume(queue)
-        if not queue:
-            self.message_user(request, "Which queue?", messages.ERROR)
-        elif changed:
+        if changed:
             self.message_user(request, f"Queue {queue} {verb}d.", messages.SUCCESS)
         else:
             self.message_user(
                 request, f"Queue {queue} was already {verb}d.", messages.INFO
             )
-        return HttpResponseRedirect(
-            request.POST.get("next") or reverse("admin:steady_queue_pause_changelist")
-        )
+        return HttpResponseRedirect(_back_to(request))
+
+
+def _back_to(request):
+    """The page to return to: the form's ``next`` if it is on this site, else Queues.
+
+    ``next`` comes from the request, so it is followed only when it is safe:
+    never to another host, which would make this view an open redirect.
+    """
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return reverse("admin:steady_queue_pause_changelist")

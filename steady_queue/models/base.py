@@ -1,6 +1,9 @@
 """The base QuerySet every steady_queue model shares, and its one locking helper."""
 
+from datetime import UTC, datetime
+
 from django.db import IntegrityError, connections, models, transaction
+from django.utils import timezone
 
 # PostgreSQL channel on which new ready jobs are announced; workers LISTEN on it
 # so they need not wait for their next poll.
@@ -96,6 +99,32 @@ class QueueQuerySet(models.QuerySet):
             cursor.execute(sql, params)
             rows = cursor.fetchall()
         return self._convert_raw_rows(rows, fields)
+
+    def database_now(self):
+        """The current time by the database server's clock (aware, UTC).
+
+        Times that processes on different hosts compare (heartbeats against
+        the alive threshold) must come from one clock, or a host whose clock
+        is behind looks dead to the others. SQLite runs on the one host every
+        process shares; its clock is that host's, read by SQLite rather than
+        Python.
+        """
+        vendor = self.connection.vendor
+        if vendor == "postgresql":
+            sql = "SELECT statement_timestamp()"
+        elif vendor == "mysql":
+            # UTC_TIMESTAMP, not NOW(): NOW() follows the session's time zone.
+            sql = "SELECT UTC_TIMESTAMP(6)"
+        else:
+            sql = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql)
+            [now] = cursor.fetchone()
+        if isinstance(now, str):
+            now = datetime.fromisoformat(now)
+        if timezone.is_naive(now):
+            now = timezone.make_aware(now, UTC)
+        return now
 
     def notify_ready(self, queue_names):
         """Tell listening workers about new ready jobs (PostgreSQL, sent at commit)."""

@@ -1,6 +1,7 @@
 """BlockedExecution: jobs waiting for a concurrency slot."""
 
 from django.db import models, transaction
+from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
 from .execution import Execution, ExecutionQuerySet
@@ -64,29 +65,83 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         """Blocked jobs whose slot holders' duration has passed."""
         return self.filter(expires_at__lt=now or timezone.now())
 
-    def release_expired(self, batch_size=100, now=None):
+    def releasable_keys(self, now=None):
+        """Keys of expired blocked jobs whose semaphore is gone or has a free slot.
+
+        Oldest expiry first. Keys whose slots are all held are left out here,
+        in the query: however many busy keys there are, they cannot crowd a
+        key whose holder leaked out of a batch.
+        """
+        from .semaphore import Semaphore
+
+        held = Semaphore.objects.filter(key=OuterRef("concurrency_key"), value__lte=0)
+        return (
+            self.expired(now)
+            .exclude(Exists(held))
+            .values("concurrency_key")
+            .annotate(oldest=Min("expires_at"))
+            .order_by("oldest", "concurrency_key")
+            .values_list("concurrency_key", flat=True)
+        )
+
+    def release_expired(self, batch_size=100, max_keys=500, now=None):
         """Release blocked jobs whose keys' semaphores expired or have free slots.
 
         A slot whose holder died without giving it back is freed when its
         semaphore expires; this is what then runs the jobs that waited on it.
-        Each key is released in its own transaction. Returns the jobs released.
+        Keys are taken oldest expiry first, ``batch_size`` at a time, until none
+        is left or ``max_keys`` were looked at (one dispatcher poll stays short;
+        the next call starts again from the oldest, so no key starves). Each
+        key is released in its own transaction. Returns the jobs released.
         """
+        now = now or timezone.now()
+        released = []
+        seen = set()
+        while len(seen) < max_keys:
+            # A key seen once is not looked at again in this call: one whose
+            # blocked jobs another process holds locked would come back forever.
+            batch = min(batch_size, max_keys - len(seen))
+            keys = list(
+                self.releasable_keys(now).exclude(concurrency_key__in=seen)[:batch]
+            )
+            if not keys:
+                break
+            seen.update(keys)
+            for key in keys:
+                with transaction.atomic(using=self.db):
+                    released.extend(self.release_next([key], now))
+        return released
+
+    def make_ready_now(self):
+        """Run these blocked jobs now, past their concurrency limits; return ids.
+
+        An operator forcing the runs: each takes a slot of its key even when
+        none is free, so the semaphore may go over its limit while it runs.
+        Its finish then gives back exactly the slot it took, and the runs after
+        it still keep to the limit.
+        """
+        from .job import Job
+        from .ready_execution import ReadyExecution
         from .semaphore import Semaphore
 
-        now = now or timezone.now()
-        keys = list(
-            self.expired(now)
-            .order_by()
-            .values_list("concurrency_key", flat=True)
-            .distinct()[:batch_size]
-        )
-        held = Semaphore.objects.using(self.db).filter(key__in=keys, value__lte=0)
-        releasable = set(keys) - set(held.values_list("key", flat=True))
-        released = []
-        for key in sorted(releasable):
-            with transaction.atomic(using=self.db):
-                released.extend(self.release_next([key], now))
-        return released
+        now = timezone.now()
+        semaphores = Semaphore.objects.using(self.db)
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            # Sorted by key: semaphores are locked in the order every other
+            # transaction locks them, so this cannot deadlock with theirs.
+            for job in sorted(jobs, key=lambda job: job.concurrency_key or ""):
+                limit = job.concurrency_limit()
+                if limit is not None:
+                    semaphores.acquire_past_limit(
+                        job.concurrency_key,
+                        limit.to,
+                        limit.duration_for(job.backend_name),
+                        now,
+                    )
+            ReadyExecution.objects.using(self.db).create_all_for(jobs, now)
+        return ids
 
 
 class BlockedExecution(Execution):

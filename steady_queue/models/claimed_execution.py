@@ -1,14 +1,17 @@
 """ClaimedExecution: a job a live process has taken and is running."""
 
 import json
+import logging
 from dataclasses import replace
 from datetime import timedelta
 
-from django.db import models, transaction
+from django.db import DatabaseError, models, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 from .execution import Execution, ExecutionQuerySet
+
+logger = logging.getLogger("steady_queue")
 
 # Finalize on PostgreSQL in one round trip: delete the claims this process still
 # holds and write the outcomes of exactly those jobs. The new field values are
@@ -86,6 +89,17 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         """
         if not outcomes:
             return []
+        # Recording writes each outcome onto its job instance (apply_to); a
+        # write that fails must leave them as they were for the next attempt.
+        saved = [(outcome.job, dict(outcome.job.__dict__)) for outcome in outcomes]
+        try:
+            return self._finalize_all(outcomes, process_id, preserve_finished_jobs)
+        except BaseException:
+            for job, state in saved:
+                job.__dict__.update(state)
+            raise
+
+    def _finalize_all(self, outcomes, process_id, preserve_finished_jobs):
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
         # Failures may be retried and limited jobs release slots: both need more
         # than the one-statement path does, and both are the rarer case.
@@ -173,19 +187,65 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         ]
         return [row[0] for row in self.run_prepared(FINALIZE_SQL, params)]
 
-    def release_all(self):
-        """Put these claimed jobs back to ready (unstarted or interrupted)."""
+    def release_all(self, worker_ids_by_process=None):
+        """Put these claimed jobs back to ready; return their ids.
+
+        ``worker_ids_by_process`` names the workers that had started their
+        jobs ({process id: worker name}): each such run counts as an attempt
+        (worker_ids, started_at), so a job run again after an interrupted
+        attempt knows it ran before. Claims of other processes were never
+        started and count nothing.
+        """
         from .job import Job
         from .ready_execution import ReadyExecution
 
+        worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
-            ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            claims = {
+                job_id: (process_id, claimed_at)
+                for job_id, process_id, claimed_at in self.delete_returning(
+                    ["job", "process_id", "created_at"]
+                )
+            }
+            # Only the columns needed: one row's unreadable arguments must not
+            # stop the others from going back to ready.
+            jobs = list(
+                Job.objects.using(self.db)
+                .filter(pk__in=claims)
+                .only("pk", "queue_name", "priority", "worker_ids", "started_at")
+            )
+            started = []
+            for job in jobs:
+                process_id, claimed_at = claims[job.pk]
+                worker_id = worker_ids_by_process.get(process_id)
+                if worker_id is not None:
+                    job.worker_ids = [*job.worker_ids, worker_id]
+                    job.started_at = job.started_at or claimed_at
+                    job.last_attempted_at = claimed_at
+                    started.append(job)
+            if started:
+                self._count_interrupted_attempts(started)
             ReadyExecution.objects.using(self.db).create_all_for(jobs)
-        return ids
+        return list(claims)
+
+    def _count_interrupted_attempts(self, jobs):
+        from .job import Job
+
+        fields = ["worker_ids", "started_at", "last_attempted_at"]
+        try:
+            # A savepoint: a row the database refuses to update must not keep
+            # the jobs from going back to ready; they lose only the count.
+            with transaction.atomic(using=self.db):
+                Job.objects.using(self.db).bulk_update(jobs, fields)
+        except DatabaseError:
+            logger.exception("Could not count the interrupted attempts of %s", jobs)
 
     def fail_all_with(self, error, worker_ids_by_process=None):
-        """Fail these claimed jobs with one error (their process is gone)."""
+        """Fail these claimed jobs with one error (their process is gone).
+
+        A claim whose process left no name counts its attempt under the
+        process id, so attempts still count every start.
+        """
         from ..outcome import Outcome
         from .job import Job
 
@@ -198,19 +258,66 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                     ["job", "process_id", "created_at"]
                 )
             }
+            # The arguments and the return value are neither read nor written.
+            jobs = Job.objects.using(self.db).filter(pk__in=claims)
             outcomes = [
                 Outcome(
                     job=job.claimed(claims[job.pk][1]),
-                    worker_id=worker_ids_by_process.get(claims[job.pk][0]),
+                    worker_id=worker_ids_by_process.get(
+                        claims[job.pk][0], f"process-{claims[job.pk][0]}"
+                    ),
                     finished_at=now,
                     succeeded=False,
                     error=error,
                 )
-                for job in Job.objects.using(self.db).filter(pk__in=claims)
+                for job in jobs.defer("arguments", "return_value")
             ]
             outcomes = self._record(outcomes)
             self.release_concurrency_slots([outcome.job for outcome in outcomes])
         return [outcome.job for outcome in outcomes]
+
+    def fail_each_with(self, error, worker_ids_by_process=None):
+        """Fail these claims like fail_all_with, one job per transaction.
+
+        For sweeps over claims of many dead processes: a row that cannot be
+        failed is logged and skipped, and does not block the cleanup of the
+        others. Returns the failed jobs.
+        """
+        failed = []
+        for job_id in list(self.values_list("job_id", flat=True)):
+            claim = self.filter(job_id=job_id)
+            try:
+                failed += claim.fail_all_with(error, worker_ids_by_process)
+            except DatabaseError:
+                logger.exception(
+                    "Could not record the failure of job %s in its row; failing it "
+                    "without writing the row",
+                    job_id,
+                )
+                failed += claim.fail_without_writing_the_jobs()
+        return failed
+
+    def fail_without_writing_the_jobs(self):
+        """Mark these claimed jobs failed, leaving their job rows untouched.
+
+        The last resort for a row the database refuses to update (on MariaDB a
+        row failing a CHECK constraint cannot be updated at all): the claim
+        goes, a failed execution marks the job FAILED, and its slot is freed.
+        The error is in the log, not on the row. Returns the jobs.
+        """
+        from .failed_execution import FailedExecution
+        from .job import Job
+
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            jobs = list(
+                Job.objects.using(self.db)
+                .filter(pk__in=ids)
+                .only("pk", "concurrency_key", "backend_name", "task_path")
+            )
+            FailedExecution.objects.using(self.db).create_all_for(jobs)
+            self.release_concurrency_slots(jobs)
+        return jobs
 
     def _record(self, outcomes, preserve_finished_jobs=True):
         """Write outcomes; return them, failures marked with their retry time."""
@@ -223,10 +330,15 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         deleted = {
             o.job.pk for o in outcomes if o.succeeded and not preserve_finished_jobs
         }
-        kept = [o.apply_to(o.job) for o in outcomes if o.job.pk not in deleted]
+        kept = [o for o in outcomes if o.job.pk not in deleted]
         jobs = Job.objects.using(self.db)
-        if kept:
-            jobs.save_outcomes(kept)
+        succeeded = [o.apply_to(o.job) for o in kept if o.succeeded]
+        if succeeded:
+            jobs.save_outcomes(succeeded)
+        failures = [o.apply_to(o.job) for o in kept if not o.succeeded]
+        if failures:
+            # A failure leaves the return value alone (it may not be loaded).
+            jobs.save_outcomes(failures, without=["return_value"])
         if deleted:
             # A running job has no execution row but the claim just deleted.
             jobs.filter(pk__in=deleted).delete_rows()
@@ -255,7 +367,11 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                     error, worker_ids_by_process={process_id: worker_id}
                 )
                 failed.extend(job.pk for job in jobs)
-            released = held.release_all() if release_others else []
+            released = (
+                held.release_all(worker_ids_by_process={process_id: worker_id})
+                if release_others
+                else []
+            )
         return failed, released
 
 

@@ -2,7 +2,6 @@
 
 from django.db import models, transaction
 from django.db.models import Count, Min
-from django.utils import timezone
 
 from .base import QueueQuerySet
 
@@ -29,17 +28,6 @@ class ExecutionQuerySet(QueueQuerySet):
     def for_jobs(self, jobs):
         """The executions of a Job queryset (a filtered admin list)."""
         return self.filter(job_id__in=jobs.values("pk"))
-
-    def make_ready_now(self):
-        """Move these jobs to ready at once, ignoring times and limits; return ids."""
-        from .job import Job
-        from .ready_execution import ReadyExecution
-
-        with transaction.atomic(using=self.db):
-            ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
-            ReadyExecution.objects.using(self.db).create_all_for(jobs, timezone.now())
-        return ids
 
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""

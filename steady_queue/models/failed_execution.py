@@ -1,9 +1,88 @@
 """FailedExecution: jobs whose last attempt raised, kept until retried or discarded."""
 
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
 from django.db import transaction
 from django.utils import timezone
 
 from .execution import Execution, ExecutionQuerySet
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryOutcome:
+    """Where retried jobs went: ready, scheduled, blocked, or discarded again.
+
+    A job of a task with @limits_concurrency(on_conflict="discard") whose key
+    has no free slot is discarded again at once: it is failed once more, with
+    one more error. ``discarded_keys`` counts those jobs by concurrency key.
+    Iterating gives every retried job's id, like the other execution verbs.
+    """
+
+    ready: tuple[int, ...] = ()
+    scheduled: tuple[int, ...] = ()
+    blocked: tuple[int, ...] = ()
+    discarded: tuple[int, ...] = ()
+    discarded_keys: dict[str, int] = field(default_factory=dict)
+
+    def __iter__(self):
+        return iter((*self.ready, *self.scheduled, *self.blocked, *self.discarded))
+
+    def __len__(self):
+        return sum(map(len, (self.ready, self.scheduled, self.blocked, self.discarded)))
+
+    def __add__(self, other):
+        return RetryOutcome(
+            ready=self.ready + other.ready,
+            scheduled=self.scheduled + other.scheduled,
+            blocked=self.blocked + other.blocked,
+            discarded=self.discarded + other.discarded,
+            discarded_keys=dict(
+                Counter(self.discarded_keys) + Counter(other.discarded_keys)
+            ),
+        )
+
+    def summary(self):
+        """A sentence for an operator, e.g. "Retried 3 jobs: 2 ready, 1 blocked ..."."""
+        count = len(self)
+        return f"Retried {count} job{'s' if count != 1 else ''}: {self.details()}."
+
+    def details(self):
+        """How many went where: "2 ready, 1 discarded again because ..."."""
+        parts = [
+            f"{len(ids)} {state}"
+            for state, ids in (("ready", self.ready), ("scheduled", self.scheduled))
+            if ids
+        ]
+        if self.blocked:
+            parts.append(
+                f"{len(self.blocked)} blocked until a slot of "
+                f"{_its(len(self.blocked))} concurrency key is free"
+            )
+        if self.discarded:
+            parts.append(f"{len(self.discarded)} {self._discarded_because()}")
+        return ", ".join(parts) or "none moved"
+
+    def _discarded_because(self):
+        count = len(self.discarded)
+        if len(self.discarded_keys) == 1:
+            (key,) = self.discarded_keys
+            return (
+                f"discarded again because {_its(count)} concurrency key {key!r} "
+                "had no free slot"
+            )
+        keys = ", ".join(
+            f"{key!r} ({number})" for key, number in sorted(self.discarded_keys.items())
+        )
+        return (
+            f"discarded again because their concurrency keys had no free slot: {keys}"
+        )
+
+
+def _its(count):
+    return "its" if count == 1 else "their"
 
 
 class FailedExecutionQuerySet(ExecutionQuerySet):
@@ -15,17 +94,56 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         )
 
     def retry_all(self):
-        """Run these failed jobs again (through their concurrency limits); ids."""
+        """Run these failed jobs again (through their concurrency limits).
+
+        Returns a RetryOutcome: which jobs went ready, scheduled or blocked,
+        and which were discarded again at once for want of a concurrency slot.
+        """
         from .job import Job
 
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            # In id order: when a concurrency key has fewer free slots than
+            # retried jobs, the oldest jobs take them.
+            jobs = list(Job.objects.using(self.db).filter(pk__in=ids).order_by("pk"))
             for job in jobs:
                 job.finished_at = None
             Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
             Job.objects.using(self.db).dispatch_all(jobs)
-        return ids
+            # Read back inside the transaction: where dispatch_all put each job.
+            return self._where_they_went(jobs)
+
+    def retry_in_batches(self, batch_size=None, progress=None):
+        """Retry these failed jobs a batch at a time; one RetryOutcome for all."""
+        outcomes = []
+
+        def retry_batch(failed):
+            outcomes.append(failed.retry_all())
+            return outcomes[-1]
+
+        self.in_batches(retry_batch, batch_size, progress)
+        return sum(outcomes, RetryOutcome())
+
+    def _where_they_went(self, jobs):
+        from .blocked_execution import BlockedExecution
+        from .ready_execution import ReadyExecution
+        from .scheduled_execution import ScheduledExecution
+
+        ids = [job.pk for job in jobs]
+
+        def in_table(model):
+            rows = model.objects.using(self.db).filter(job_id__in=ids)
+            return tuple(sorted(rows.values_list("job_id", flat=True)))
+
+        discarded = in_table(self.model)
+        keys = {job.pk: job.concurrency_key for job in jobs}
+        return RetryOutcome(
+            ready=in_table(ReadyExecution),
+            scheduled=in_table(ScheduledExecution),
+            blocked=in_table(BlockedExecution),
+            discarded=discarded,
+            discarded_keys=dict(Counter(keys[pk] for pk in discarded)),
+        )
 
     def for_queue(self, queue_name):
         return self.filter(job__queue_name=queue_name)

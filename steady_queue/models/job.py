@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from ..exceptions import DuplicateTaskError
 from .base import READY_CHANNEL, QueueQuerySet
+from .fields import RowJSONField
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -252,7 +253,7 @@ class JobQuerySet(QueueQuerySet):
             cursor.execute(sql, list(ids))
             return cursor.fetchall()
 
-    def save_outcomes(self, jobs):
+    def save_outcomes(self, jobs, without=()):
         """Write the outcome fields of these jobs: one UPDATE by primary key each.
 
         Sent with executemany: Django's bulk_update builds a CASE expression per
@@ -260,7 +261,9 @@ class JobQuerySet(QueueQuerySet):
         work it saves (PostgreSQL has its own one-statement finalize).
         """
         meta = self.model._meta
-        fields = [meta.get_field(name) for name in OUTCOME_FIELDS]
+        fields = [
+            meta.get_field(name) for name in OUTCOME_FIELDS if name not in without
+        ]
         quote = self.connection.ops.quote_name
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
         sql = (
@@ -390,7 +393,7 @@ class Job(models.Model):
 
     queue_name = models.CharField(max_length=100)
     task_path = models.CharField(max_length=255)
-    arguments = models.JSONField(default=dict)
+    arguments = RowJSONField(default=dict)
     priority = models.SmallIntegerField(default=0)
     backend_name = models.CharField(max_length=100, default="default")
     scheduled_at = models.DateTimeField(null=True, blank=True)
@@ -398,9 +401,9 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    return_value = models.JSONField(null=True, blank=True)
-    errors = models.JSONField(default=list, blank=True)
-    worker_ids = models.JSONField(default=list, blank=True)
+    return_value = RowJSONField(null=True, blank=True)
+    errors = RowJSONField(default=list, blank=True)
+    worker_ids = RowJSONField(default=list, blank=True)
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
 
     objects = JobQuerySet.as_manager()

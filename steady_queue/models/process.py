@@ -5,7 +5,6 @@ import socket
 from datetime import timedelta
 
 from django.db import models, transaction
-from django.utils import timezone
 
 from ..exceptions import ProcessPrunedError, error_payload
 from .base import QueueQuerySet
@@ -14,7 +13,7 @@ from .base import QueueQuerySet
 class ProcessQuerySet(QueueQuerySet):
     def register(self, *, kind, name, supervisor_id=None, metadata=None):
         """Insert the row for the calling process and return it."""
-        now = timezone.now()
+        now = self.database_now()
         return self.create(
             kind=kind,
             name=name,
@@ -27,15 +26,20 @@ class ProcessQuerySet(QueueQuerySet):
         )
 
     def prunable(self, alive_threshold, now=None):
-        """Processes whose last heartbeat is older than the threshold (seconds)."""
-        now = now or timezone.now()
+        """Processes whose last heartbeat is older than the threshold (seconds).
+
+        Judged by the database's clock, which wrote every heartbeat: a host
+        whose own clock is off neither prunes live processes nor gets pruned.
+        """
+        now = now or self.database_now()
         return self.filter(
             last_heartbeat_at__lt=now - timedelta(seconds=alive_threshold)
         )
 
     def alive(self, alive_threshold, now=None):
-        """Processes that heartbeated within the threshold (seconds)."""
-        now = now or timezone.now()
+        """Processes that heartbeated within the threshold (seconds), by the
+        database's clock."""
+        now = now or self.database_now()
         return self.filter(
             last_heartbeat_at__gte=now - timedelta(seconds=alive_threshold)
         )
@@ -62,6 +66,18 @@ class ProcessQuerySet(QueueQuerySet):
 
     def supervised_by(self, supervisor_id):
         return self.filter(supervisor_id=supervisor_id)
+
+    def named(self, names):
+        return self.filter(name__in=names)
+
+    def gone_quiet(self, alive_threshold):
+        """Processes past the threshold, each with ``silent_for``: seconds since
+        its last heartbeat, by the database's clock."""
+        now = self.database_now()
+        quiet = list(self.prunable(alive_threshold, now))
+        for process in quiet:
+            process.silent_for = (now - process.last_heartbeat_at).total_seconds()
+        return quiet
 
     def prune(self):
         """Deregister these processes, failing the jobs they held; return them."""
@@ -110,11 +126,12 @@ class Process(models.Model):
 
     def heartbeat(self):
         """Record that this process is alive; return False if its row is gone."""
+        db = self._state.db
         updated = (
             type(self)
-            .objects.using(self._state.db)
+            .objects.using(db)
             .filter(pk=self.pk)
-            .update(last_heartbeat_at=timezone.now())
+            .update(last_heartbeat_at=type(self).objects.using(db).database_now())
         )
         return updated == 1
 
@@ -123,19 +140,52 @@ class Process(models.Model):
 
         return ClaimedExecution.objects.using(self._state.db).held_by(self.pk)
 
+    def still_holds(self, job_ids):
+        """Which of these jobs this process still holds a claim on."""
+        held = self.claims().filter(job_id__in=job_ids)
+        return set(held.values_list("job_id", flat=True))
+
+    def deregister_after_overrun(self, errors):
+        """Fail the overrun jobs ({job id: error}), then deregister, releasing
+        the rest of the claims. Return (failed job ids, released job ids)."""
+        from .claimed_execution import ClaimedExecution
+
+        db = self._state.db
+        rows = type(self).objects.using(db).filter(pk=self.pk)
+        with transaction.atomic(using=db):
+            # The row first, as deregister() and so a pruner lock it: one lock
+            # order, no deadlock; and if it is gone, its claims were resolved.
+            if not rows.select_for_update().values_list("pk", flat=True):
+                return [], []
+            failed, _ = ClaimedExecution.objects.using(db).fail_overrun(
+                self.pk, errors, self.name, release_others=False
+            )
+            released = self.deregister()
+        return failed, released
+
     def deregister(self, claims_error=None):
         """Delete this row; release its claims to ready, or fail them with an error.
 
-        Returns the ids of the jobs whose claims were resolved.
+        Returns the ids of the jobs whose claims were resolved. The row is
+        locked first: a claim takes a shared lock on its process's row (see
+        ReadyExecution.objects.claim), so no claim can commit between the
+        claims being resolved here and the row being deleted, which would
+        leave it held by nobody.
         """
         db = self._state.db
+        rows = type(self).objects.using(db).filter(pk=self.pk)
+        workers = {self.pk: self.name}
         with transaction.atomic(using=db):
+            if not rows.select_for_update().values_list("pk", flat=True):
+                return []  # deregistered meanwhile, by whoever locked it first
             if claims_error is None:
-                job_ids = self.claims().release_all()
+                job_ids = self.claims().release_all(worker_ids_by_process=workers)
             else:
-                jobs = self.claims().fail_all_with(
-                    claims_error, worker_ids_by_process={self.pk: self.name}
+                # Job by job: one row that cannot be written must not keep
+                # the others (and this row) from being resolved.
+                jobs = self.claims().fail_each_with(
+                    claims_error, worker_ids_by_process=workers
                 )
                 job_ids = [job.pk for job in jobs]
-            type(self).objects.using(db).filter(pk=self.pk).delete()
+            rows.delete()
         return job_ids

@@ -7,11 +7,17 @@ from .execution import Execution, ExecutionQuerySet
 
 # Claim on PostgreSQL in one round trip, without BEGIN/COMMIT: pick rows with
 # SKIP LOCKED, move them to claimed, and return the claimed jobs in claim order.
+# Only while the claiming process's row exists, held with a shared lock until
+# the claim commits: deregistering locks that row first (Process.deregister),
+# so a claim can never outlive the process row it names.
 CLAIM_SQL = """
-WITH picked AS ({pick}),
+WITH claimer AS (
+    SELECT id FROM steady_queue_processes WHERE id = %s FOR KEY SHARE
+),
+picked AS ({pick}),
 taken AS (
     DELETE FROM steady_queue_ready_executions ready USING picked
-    WHERE ready.job_id = picked.job_id
+    WHERE ready.job_id = picked.job_id AND EXISTS (SELECT FROM claimer)
     RETURNING ready.job_id
 ),
 claimed AS (
@@ -106,7 +112,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
 
         sql = CLAIM_SQL.format(pick=pick_sql, job_columns=Job.select_columns("job"))
         jobs = Job.objects.using(self.db)
-        rows = jobs.run_prepared(sql, [*pick_params, process_id, now])
+        rows = jobs.run_prepared(sql, [process_id, *pick_params, process_id, now])
         return [job.claimed(now) for job in jobs.instances_from_rows(rows)]
 
     def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
@@ -140,12 +146,33 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                     )
             if not ids:
                 return []
+            if not self._claimer_is_registered(cursor, process_id):
+                # Pruned meanwhile: undo the delete; its heartbeat stops it.
+                transaction.set_rollback(True, using=self.db)
+                return []
             ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
         jobs = Job.objects.using(self.db)
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
         # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
         found.sort(key=lambda job: (-job.priority, job.pk))
         return [job.claimed(now) for job in found]
+
+    def _claimer_is_registered(self, cursor, process_id):
+        """Whether the claiming process's row exists, share-locked until commit.
+
+        The lock makes Process.deregister (which locks the row for update
+        first) wait for this claim, then resolve it with the others. SQLite
+        serialises writers, so its plain read is enough.
+        """
+        from .process import Process
+
+        quote = self.connection.ops.quote_name
+        lock = "" if self.connection.vendor == "sqlite" else " LOCK IN SHARE MODE"
+        cursor.execute(
+            f"SELECT 1 FROM {quote(Process._meta.db_table)} WHERE id = %s{lock}",
+            [process_id],
+        )
+        return cursor.fetchone() is not None
 
 
 class ReadyExecution(Execution):

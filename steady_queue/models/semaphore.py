@@ -29,10 +29,28 @@ class SemaphoreQuerySet(QueueQuerySet):
         pk, value = found
         if value <= 0:
             return False
-        self.filter(pk=pk).update(
-            value=F("value") - 1, expires_at=now + duration, updated_at=now
-        )
+        self.filter(pk=pk).take_one(duration, now)
         return True
+
+    def acquire_past_limit(self, key, limit, duration, now=None):
+        """Take one slot of ``key`` even if none is free: an operator's forced run.
+
+        The value may drop below zero for as long as the forced run holds its
+        slot. Its finish gives back exactly what it took, so the runs after it
+        still never number more than ``limit``. Runs in the caller's transaction.
+        """
+        now = now or timezone.now()
+        found = self.lock_or_create(
+            {"key": key},
+            {"value": limit - 1, "limit": limit, "expires_at": now + duration},
+            ["pk"],
+        )
+        if found is not None:
+            self.filter(pk=found[0]).take_one(duration, now)
+
+    def take_one(self, duration, now):
+        """Take a slot of these (locked) semaphores, and hold them ``duration`` more."""
+        self.update(value=F("value") - 1, expires_at=now + duration, updated_at=now)
 
     def release_slots(self, keys):
         """Give back one slot per occurrence of a key (never above its limit)."""
@@ -52,6 +70,8 @@ class Semaphore(models.Model):
 
     ``expires_at`` moves forward at every acquire; a semaphore past it belongs to
     runs that died without giving their slots back, and maintenance deletes it.
+    ``value`` is below zero while runs an operator forced past the limit hold
+    their slots.
     """
 
     key = models.CharField(max_length=255, unique=True)
@@ -71,4 +91,6 @@ class Semaphore(models.Model):
         ]
 
     def __str__(self):
+        if self.value < 0:  # runs an operator forced past the limit
+            return f"{self.key} ({-self.value} over its limit of {self.limit})"
         return f"{self.key} ({self.value} of {self.limit} free)"

@@ -1,6 +1,6 @@
 """UniqueKey: which job last took a unique key, to find a pending duplicate."""
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Exists, OuterRef
 
 from .base import QueueQuerySet
@@ -46,6 +46,55 @@ class UniqueKeyQuerySet(QueueQuerySet):
                 Exists(model.objects.filter(job_id=OuterRef("job_id")))
             )
         return queryset
+
+    def forget_stale(self, batch_size=500):
+        """Delete the keys whose job is no longer pending; return how many.
+
+        A batch at a time, in key id order, each read first and then deleted
+        only if unchanged (see delete_unchanged).
+        """
+        forgotten = 0
+        last = 0
+        while True:
+            rows = list(
+                self.stale()
+                .filter(pk__gt=last)
+                .order_by("pk")
+                .values_list("pk", "job_id")[:batch_size]
+            )
+            if not rows:
+                return forgotten
+            last = rows[-1][0]
+            forgotten += self.delete_unchanged(rows)
+
+    def delete_unchanged(self, rows):
+        """Delete these (key id, job id) rows, unless the key now names another job.
+
+        An enqueue may take a stale key over between the read that found it
+        stale and this delete. Deleting by staleness again is not safe: on
+        PostgreSQL a DELETE waiting for the enqueue's row lock re-checks the
+        new row, but the pending check's subquery still sees the snapshot from
+        before the enqueue, so it would delete the new job's key and let its
+        next duplicate through. Instead a row is deleted only if it still
+        names the job read. SKIP LOCKED: a key an enqueue is deciding on right
+        now is left for the next maintenance, and this never waits on (nor
+        deadlocks with) an enqueue. Returns how many were deleted.
+        """
+        if not rows:
+            return 0
+        with transaction.atomic(using=self.db):
+            locked = list(
+                self.filter(
+                    pk__in=[pk for pk, _ in rows],
+                    # A key names one job, and a job takes one key: this is
+                    # "each row still names the job read with it".
+                    job_id__in=[job_id for _, job_id in rows],
+                )
+                .order_by("key")
+                .skip_locked()
+                .values_list("pk", flat=True)
+            )
+            return self.filter(pk__in=locked).delete_rows() if locked else 0
 
 
 class UniqueKey(models.Model):

@@ -86,6 +86,15 @@ class DatabaseGuard:
             return float("inf")
         return time.monotonic() - self.last_failure_at
 
+    def database_answers(self):
+        """Whether a trivial query works: tells an outage from one bad row."""
+        try:
+            with connections[self.database].cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except Exception:
+            return False
+
     def backoff(self):
         return min(self.max_backoff, 0.5 * 2 ** min(self.failures - 1, 6))
 

@@ -48,10 +48,15 @@ class Dispatcher(Poller):
         forget the unique keys of started jobs."""
         from ..models import BlockedExecution, Semaphore, UniqueKey
 
-        expired = Semaphore.objects.using(self.database).expired().delete_rows()
-        released = BlockedExecution.objects.using(self.database).release_expired()
+        semaphores = Semaphore.objects.using(self.database)
+        # Expiry times are compared by the database's clock: one this host's
+        # clock running ahead would expire slots that are still held.
+        now = semaphores.database_now()
+        expired = semaphores.expired(now).delete_rows()
+        blocked = BlockedExecution.objects.using(self.database)
+        released = blocked.release_expired(now=now)
         # Keys of @unique jobs that started: nothing needs them any more.
-        UniqueKey.objects.using(self.database).stale().delete()
+        UniqueKey.objects.using(self.database).forget_stale()
         # Scheduled only once it succeeded: a failed run is retried next poll.
         self.next_maintenance_at = (
             time.monotonic() + self.config.concurrency_maintenance_interval

@@ -3,7 +3,7 @@
 import logging
 import threading
 
-from .db import close_quietly
+from .db import DatabaseGuard, close_quietly
 
 logger = logging.getLogger("steady_queue")
 
@@ -14,6 +14,9 @@ class Heartbeat:
     def __init__(self, owner, interval):
         self.owner = owner
         self.interval = interval
+        # Its own guard: this thread's successes must not reset the failure
+        # count, and so the backoff, of the owner's loop during an outage.
+        self.guard = DatabaseGuard(owner.database, f"{owner.description} heartbeat")
         self._stopped = threading.Event()
         self._thread = None
 
@@ -37,7 +40,7 @@ class Heartbeat:
                 logger.exception("%s: heartbeat failed", self.owner.description)
 
     def beat(self):
-        ok, alive = self.owner.guard.call(self.owner.process.heartbeat)
+        ok, alive = self.guard.call(self.owner.process.heartbeat)
         # Beats are rare: hold no connection open between them.
         close_quietly(self.owner.database)
         if ok and not alive and not self.owner.stopping:

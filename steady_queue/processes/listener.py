@@ -9,9 +9,16 @@ from ..models.base import READY_CHANNEL
 
 logger = logging.getLogger("steady_queue")
 
-# psycopg.connect() keywords taken from Django's connection parameters; the rest
-# (cursor factory, adapters context, pool) belong to Django's own connections.
-CONNECT_KEYS = {"host", "port", "user", "password", "dbname", "sslmode", "options"}
+# Django's connection parameters that belong to its own connections (cursor
+# class, adapters, prepared statements); every other one (sslrootcert, passfile,
+# service, connect_timeout, ...) is a libpq setting the LISTEN connection needs.
+DJANGO_ONLY_KEYS = {"cursor_factory", "context", "prepare_threshold"}
+
+
+def listen_connect_params(database):
+    """psycopg.connect() keywords for a LISTEN connection to a Django database."""
+    params = connections[database].get_connection_params()
+    return {key: value for key, value in params.items() if key not in DJANGO_ONLY_KEYS}
 
 
 class ReadyListener:
@@ -64,8 +71,7 @@ class ReadyListener:
     def _listen(self):
         import psycopg
 
-        params = connections[self.database].get_connection_params()
-        connect = {key: value for key, value in params.items() if key in CONNECT_KEYS}
+        connect = listen_connect_params(self.database)
         with psycopg.connect(**connect, autocommit=True) as connection:
             connection.execute(f"LISTEN {READY_CHANNEL}")
             # Jobs may have become ready while no one listened.

@@ -39,7 +39,7 @@ def fail_orphaned_claims(owner):
     jobs = (
         ClaimedExecution.objects.using(owner.database)
         .orphaned()
-        .fail_all_with(
+        .fail_each_with(
             error_payload(
                 ProcessMissingError,
                 "The process that claimed this job is no longer registered; it "

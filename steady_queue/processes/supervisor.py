@@ -62,6 +62,12 @@ class Child:
     handle: object = None
     # Index into the supervisor's specs: a replacement takes the same slot.
     slot: int = 0
+    # Fork mode: a worker's deadlines, read from its pipe (WatchedDeadlines).
+    deadlines: object = None
+    # Why its supervisor killed it, said instead of "was killed by SIGKILL".
+    killed_because: str | None = None
+    # {job id: error} of the jobs it was killed for not stopping at their timeout.
+    overruns: dict | None = None
 
 
 class Supervisor(Runnable):
@@ -84,6 +90,9 @@ class Supervisor(Runnable):
             else None
         )
         self.next_heartbeat = self.next_maintenance = 0.0
+        # Gone children whose claims the database refused to resolve yet:
+        # name -> (resolve, report). See settle().
+        self.unsettled = {}
 
     def metadata(self):
         kinds = {}
@@ -107,12 +116,15 @@ class Supervisor(Runnable):
             self.start_due_restarts()
             self.beat()
             self.maintain()
+            self.watch_deadlines()
             self.interruptible_sleep(self.time_to_next_duty())
 
     def time_to_next_duty(self):
-        """Seconds until a heartbeat, maintenance or restart is due (at most 1 s)."""
+        """Seconds until a heartbeat, maintenance, restart or a child's job
+        deadline is due (at most 1 s)."""
         due = [self.next_heartbeat, self.next_maintenance]
         due.extend(entry[0] for entry in self.pending_restarts)
+        due.extend(self.deadlines_due())
         return max(0.0, min(SUPERVISE_INTERVAL, min(due) - time.monotonic()))
 
     def shutdown(self):
@@ -138,6 +150,7 @@ class Supervisor(Runnable):
             # A long shutdown_timeout must not get this row pruned meanwhile.
             self.beat()
         self.terminate_remaining_children()
+        self.settle_the_unsettled()
 
     def beat(self):
         """Heartbeat this supervisor's row when due; re-register if it was pruned."""
@@ -159,6 +172,7 @@ class Supervisor(Runnable):
             self.options.process_heartbeat_interval,
             self.options.process_alive_threshold / 2,
         )
+        self.settle_the_unsettled()
         # After a database outage every heartbeat is stale for the same reason as
         # ours: give processes a full alive threshold to beat again before
         # judging them, or live workers elsewhere get pruned and their jobs failed.
@@ -166,6 +180,7 @@ class Supervisor(Runnable):
             ok, _ = self.guard.call(lambda: prune_dead_processes(self))
             if not ok:
                 return
+            self.guard.call(self.kill_silent_children)
         self.guard.call(lambda: fail_orphaned_claims(self))
 
     def live_child_names(self):
@@ -189,9 +204,13 @@ class Supervisor(Runnable):
 
     def child_exited(self, child, pid, status):
         """Resolve a dead child's claims and, unless stopping, start a replacement."""
+        if child.overruns:
+            self.child_killed_for_overrun(child, pid)
+            return
         if self.stopping:
             self.resolve_claims_of(child, error=None, reason="stopped")
             return
+        status = child.killed_because or status
         message = (
             f"{child.spec.kind.capitalize()} {child.name} (pid {pid}) {status} "
             "while running this job."
@@ -218,6 +237,32 @@ class Supervisor(Runnable):
         status = "asked to be replaced"
         self.schedule_restart(
             child.spec, child.slot, quick=False, replaced=(child, pid, status)
+        )
+        self.start_due_restarts()
+
+    def child_killed_for_overrun(self, child, pid):
+        """Fail the jobs a killed child did not stop at their timeout; release
+        its other jobs (they did nothing wrong) and start a fresh child."""
+        from ..models import Process
+
+        def resolve():
+            row = Process.objects.using(self.database).filter(name=child.name).first()
+            return row.deregister_after_overrun(child.overruns) if row else ([], [])
+
+        def report(resolved):
+            failed, released = resolved
+            self.report_resolved(child, failed, "failed", "timed out")
+            self.report_resolved(child, released, "released", "replaced")
+
+        self.settle(child.name, resolve, report)
+        if self.stopping:
+            return
+        self.restart_delays[child.slot] = 0.0
+        self.schedule_restart(
+            child.spec,
+            child.slot,
+            quick=False,
+            replaced=(child, pid, child.killed_because),
         )
         self.start_due_restarts()
 
@@ -256,14 +301,42 @@ class Supervisor(Runnable):
             row = Process.objects.using(self.database).filter(name=child.name).first()
             return row.deregister(claims_error=error) if row else []
 
-        ok, job_ids = self.guard.call(resolve)
-        if ok and job_ids:
+        resolution = "released" if error is None else "failed"
+        self.settle(
+            child.name,
+            resolve,
+            lambda job_ids: self.report_resolved(child, job_ids, resolution, reason),
+        )
+
+    def settle(self, name, resolve, report):
+        """Resolve a gone child's claims now, or keep trying until it works.
+
+        Children die when the database does (a restart kills every
+        connection), so the first try often fails. Waiting for the row to be
+        pruned is not enough: pruning waits out a full alive threshold after
+        each outage, and outages that keep coming would leave the claims held
+        forever. So the resolution is kept and tried again at every maintain().
+        """
+        ok, resolved = self.guard.call(resolve)
+        if not ok:
+            self.unsettled[name] = (resolve, report)
+            return
+        self.unsettled.pop(name, None)
+        report(resolved)
+
+    def settle_the_unsettled(self):
+        """Try again every resolution the database refused earlier."""
+        for name, (resolve, report) in list(self.unsettled.items()):
+            self.settle(name, resolve, report)
+
+    def report_resolved(self, child, job_ids, resolution, reason):
+        if job_ids:
             send_hook(
                 signals.claims_resolved,
                 type(self),
                 process_name=child.name,
                 job_ids=job_ids,
-                resolution="released" if error is None else "failed",
+                resolution=resolution,
                 reason=reason,
             )
 
@@ -283,3 +356,16 @@ class Supervisor(Runnable):
 
     def terminate_remaining_children(self):
         raise NotImplementedError
+
+    # Watching children from outside. Only a forked child can be killed; in
+    # thread mode these do nothing.
+
+    def kill_silent_children(self):
+        """Kill children whose heartbeat is older than the alive threshold."""
+
+    def watch_deadlines(self):
+        """Kill children that left a job running well past its timeout."""
+
+    def deadlines_due(self):
+        """time.monotonic() values at which watch_deadlines has work to do."""
+        return []

@@ -11,7 +11,8 @@ import threading
 import time
 from inspect import iscoroutinefunction
 
-from ..exceptions import TaskNotFoundError
+from ..exceptions import OutcomeNotStoredError, TaskNotFoundError, error_payload
+from ..outcome import Outcome
 from ..queue_selector import QueueSelector
 from ..runner import JobRunner
 from ..task_loader import load_task
@@ -142,9 +143,22 @@ class Worker(Poller):
             )
 
     def perform(self, job):
+        """Start a claimed job on the pool; a job that cannot start is failed."""
+        try:
+            self._start(job)
+        except BaseException as error:
+            # Whatever goes wrong here concerns this job alone: the rest of the
+            # claim must still run, and no claim may stay without an outcome.
+            logger.exception("%s: could not start job %s", self.description, job.pk)
+            self.completed(self.runner.not_runnable(job, error))
+
+    def _start(self, job):
         try:
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
+            logger.error(
+                "%s: job %s failed without running: %s", self.description, job.pk, error
+            )
             self.completed(self.runner.not_runnable(job, error))
             return
         seconds = timeout_for(task, self.options.timeout)
@@ -180,31 +194,96 @@ class Worker(Poller):
             self.unrecorded.append(self.outcomes.popleft())
         if not self.unrecorded:
             return
-        # Only committed outcomes are reported; a failed write keeps them for the
-        # next poll, and finalize_all skips claims already resolved elsewhere.
-        recorded = ClaimedExecution.objects.using(self.database).finalize_all(
-            self.unrecorded, self.process.pk, self.options.preserve_finished_jobs
-        )
-        for outcome in self.unrecorded:
+        claims = ClaimedExecution.objects.using(self.database)
+        outage = None
+        # Only committed outcomes are reported; finalize_all skips claims
+        # already resolved elsewhere.
+        try:
+            recorded = claims.finalize_all(
+                self.unrecorded, self.process.pk, self.options.preserve_finished_jobs
+            )
+            done, self.unrecorded = self.unrecorded, []
+        except Exception:
+            # One outcome the database refuses must not hold back the others
+            # (nor, at shutdown, send finished jobs back to run again).
+            recorded, done, outage = self.record_one_at_a_time(claims)
+        for outcome in done:
             self.in_flight.discard(outcome.job.pk)
             self.deadlines.forget(outcome.job.pk)
-        self.unrecorded = []
         for outcome in recorded:
-            task = self._task_of(outcome)
-            if task is not None:
-                self.runner.report_finished(outcome, task)
+            self.report_finished(outcome)
         if recorded:
             self.recycler.check_memory()
+        if outage is not None:
+            # Kept for the next poll; the guard reconnects and backs off.
+            raise outage
+
+    def record_one_at_a_time(self, claims):
+        """Record each unrecorded outcome alone; fail those the database refuses.
+
+        Returns (recorded, done, outage): done are the outcomes dealt with,
+        and outage the error that stopped the rest (the database itself is
+        failing, not one row), which stay unrecorded for the next poll.
+        """
+        recorded, done, outage = [], [], None
+        for outcome in self.unrecorded:
+            try:
+                recorded += self._finalize(claims, outcome)
+            except Exception as refused:
+                try:
+                    substitute = outcome_not_stored(outcome, refused)
+                    recorded += self._finalize(claims, substitute)
+                except Exception as error:
+                    if not self.guard.database_answers():
+                        outage = error
+                        break
+                    # The database works but will not update this job's row.
+                    claims.held_by(self.process.pk).filter(
+                        job_id=outcome.job.pk
+                    ).fail_without_writing_the_jobs()
+                logger.error(
+                    "%s: the database refused the outcome of job %s (%s); the job "
+                    "was failed instead",
+                    self.description,
+                    outcome.job.pk,
+                    first_line(refused),
+                )
+            done.append(outcome)
+        self.unrecorded = self.unrecorded[len(done) :]
+        return recorded, done, outage
+
+    def _finalize(self, claims, outcome):
+        return claims.finalize_all(
+            [outcome], self.process.pk, self.options.preserve_finished_jobs
+        )
+
+    def report_finished(self, outcome):
+        """Send task_finished for one recorded outcome; never raise."""
+        try:
+            task = load_task(outcome.job.task_path)
+            self.runner.report_finished(outcome, task)
+        except TaskNotFoundError:
+            pass
+        except Exception:
+            # A receiver's error (or an unreadable row) must not cost the rest
+            # of the batch their signals, nor stop the main loop.
+            logger.exception(
+                "%s: reporting the end of job %s failed",
+                self.description,
+                outcome.job.pk,
+            )
 
     def stop_overrunning_jobs(self):
-        """Fail the jobs past their timeout; then exit to be replaced.
+        """Fail the jobs past their timeout; then drain and exit to be replaced.
 
-        A thread cannot be interrupted, so only ending the process stops an
-        overrunning sync job. Forked, the worker fails it and hands its other
-        jobs back to ready in one transaction, then exits at once: no claim is
-        left for the supervisor to treat as a crash. In thread mode the process
-        cannot end: the job is failed and its thread abandoned (its result is
-        dropped, the claim being gone), and the worker drains as if recycled.
+        A thread cannot be interrupted: the overrunning job is failed at once
+        and its thread abandoned (a result it returns later is dropped, its
+        claim being gone). The worker's other jobs are not handed back: a job
+        whose function returns just after a hand-back would run twice. They
+        finish (each under its own timeout) and are recorded, as when
+        recycling; then the worker exits, which in fork mode ends the stuck
+        thread with the process. Should the worker not get that far (a task
+        holding the GIL), its supervisor kills it from outside.
         """
         from ..models import ClaimedExecution
 
@@ -218,34 +297,23 @@ class Worker(Poller):
             )
             for job_id, deadline in overdue.items()
         }
-        _, released = ClaimedExecution.objects.using(self.database).fail_overrun(
-            self.process.pk, errors, self.name, release_others=self.owns_process
+        ClaimedExecution.objects.using(self.database).fail_overrun(
+            self.process.pk, errors, self.name, release_others=False
         )
         described = ", ".join(
             f"job {job_id} ({d.task_path}, {d.seconds:g} s)"
             for job_id, d in overdue.items()
         )
         logger.warning(
-            "%s: %s ran past its timeout and was failed; %s",
+            "%s: %s ran past its timeout and was failed; its thread cannot be "
+            "stopped and is abandoned; draining to be replaced",
             self.description,
             described,
-            f"released {len(released)} other job(s), exiting to be replaced"
-            if self.owns_process
-            else "its thread cannot be stopped and is abandoned; draining to be "
-            "replaced",
         )
-        reason = f"a job ran past its timeout ({described})"
         for job_id in overdue:
             self.in_flight.discard(job_id)
             self.deadlines.forget(job_id)
-        if self.owns_process:
-            # Nothing is held any more: outcomes still to come are dropped by
-            # finalize_all, and shutdown must not wait for the stuck thread.
-            self.in_flight.clear()
-            self.deadlines.clear()
-            self.replace(reason)
-        else:
-            self.recycler.recycle(reason)
+        self.recycler.recycle(f"a job ran past its timeout ({described})")
 
     def drain_to_recycle(self):
         """Claim nothing; once every job is recorded, exit to be replaced."""
@@ -261,12 +329,6 @@ class Worker(Poller):
         """Stop, and tell the supervisor (exit code or attribute) to replace us."""
         self.replacement_reason = reason
         self.stop()
-
-    def _task_of(self, outcome):
-        try:
-            return load_task(outcome.job.task_path)
-        except TaskNotFoundError:
-            return None
 
     def stop_working(self):
         """Let running jobs finish up to shutdown_timeout, then hand the rest back."""
@@ -284,3 +346,27 @@ class Worker(Poller):
         self.guard.call(self.record_outcomes)
         # Claims still held are released back to ready when the row is removed.
         self.pool.stop()
+
+
+def outcome_not_stored(outcome, refused):
+    """A failed outcome standing in for one the database refused to store."""
+    produced = (
+        "it succeeded"
+        if outcome.succeeded
+        else f"it failed with {outcome.error['exception_class_path']}"
+    )
+    return Outcome(
+        job=outcome.job,
+        worker_id=outcome.worker_id,
+        finished_at=outcome.finished_at,
+        succeeded=False,
+        error=error_payload(
+            OutcomeNotStoredError,
+            f"The run ended ({produced}), but the database refused to store its "
+            f"outcome: {type(refused).__name__}: {first_line(refused)}",
+        ),
+    )
+
+
+def first_line(error):
+    return (str(error).strip().splitlines() or [""])[0][:500]

@@ -30,7 +30,7 @@ def act(client, action, jobs=(), query="", select_across=False):
 def test_retry_moves_selected_failed_jobs_to_ready(operator):
     failed = [make_job("failed") for _ in range(3)]
     response = act(operator, "retry_failed", failed[:2])
-    assert "Retried 2 job(s)." in response.content.decode()
+    assert "Retried 2 jobs: 2 ready." in response.content.decode()
     assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == {
         failed[0].pk,
         failed[1].pk,
@@ -48,7 +48,7 @@ def test_retry_everything_matching_the_filter_in_batches(operator, monkeypatch):
     mail = [make_job("failed", queue="mail") for _ in range(5)]
     other = make_job("failed", queue="default")
     response = act(operator, "retry_failed", mail[:1], "?state=failed&queue=mail", True)
-    assert "Retried 5 job(s)." in response.content.decode()
+    assert "Retried 5 jobs: 5 ready." in response.content.decode()
     assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == {
         job.pk for job in mail
     }

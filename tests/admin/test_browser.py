@@ -117,7 +117,7 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
     browser.save_screenshot(str(SHOTS / "failed-job.png"))
     browser.find_element(By.ID, "sq-retry").click()
     wait_for(
-        lambda: f"Job {failed.pk} retried." in browser.page_source,
+        lambda: f"Job {failed.pk} retried: 1 ready." in browser.page_source,
         message="retry shown",
     )
     assert browser.find_element(By.CSS_SELECTOR, ".sq-state").text == "ready"

@@ -30,7 +30,7 @@ def test_pause_and_resume():
 def test_retry_failed_jobs_by_queue():
     mail = make_job("failed", queue="mail")
     other = make_job("failed", queue="default")
-    assert run("retry", "--queue", "mail")[0] == "Retried 1 failed job(s).\n"
+    assert run("retry", "--queue", "mail")[0] == "Retried 1 job: 1 ready.\n"
     assert ReadyExecution.objects.filter(job_id=mail.pk).exists()
     assert FailedExecution.objects.filter(job_id=other.pk).exists()
 

@@ -167,3 +167,37 @@ def test_maintenance_frees_a_slot_whose_holder_vanished(start_supervisor, tmp_pa
     assert time.monotonic() - started < 5 + 1 + 3  # + boot time
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0
+
+
+def test_a_forced_run_leaves_the_runs_after_it_within_the_limit(
+    start_supervisor, tmp_path
+):
+    path = str(tmp_path / "runs")
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    holder = tasks.one_at_a_time.enqueue(path, "forced", 2)
+    wait_for(
+        lambda: ClaimedExecution.objects.filter(job_id=holder.id).exists(),
+        message="the holder claimed",
+    )
+    forced = tasks.one_at_a_time.enqueue(path, "forced", 2)
+    later = [tasks.one_at_a_time.enqueue(path, "forced", 0.5) for _ in range(5)]
+    assert BlockedExecution.objects.count() == 6
+
+    # The admin's "run now" on a blocked job: forced past the limit of 1.
+    BlockedExecution.objects.filter(job_id=forced.id).make_ready_now()
+    wait_until_settled(7, timeout=60)
+
+    assert statuses([holder, forced, *later]) == {TaskResultStatus.SUCCESSFUL: 7}
+    spans = intervals(path)["forced"]
+    assert len(spans) == 7
+    # The holder and the forced run overlapped (what the operator asked for)...
+    assert most_at_once(spans[:2]) == 2, spans
+    # ...and the runs after both never did: each slot given back was taken.
+    assert most_at_once(spans[2:]) == 1, spans
+    assert min(start for start, _ in spans[2:]) >= max(end for _, end in spans[:2])
+    assert {s.key: (s.value, s.limit) for s in Semaphore.objects.all()} == {
+        "tests.tasks.one_at_a_time/forced": (1, 1)
+    }
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0

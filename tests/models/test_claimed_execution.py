@@ -15,6 +15,7 @@ from steady_queue.outcome import Outcome
 from steady_queue.queue_selector import QueueSelector
 
 from .. import tasks
+from ..factories import registered_process
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def claimed_jobs(count, process_id=7):
     for index in range(count):
         tasks.add.enqueue(index, index)
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, count, process_id)
+    return ReadyExecution.objects.claim(selector, count, registered_process(process_id))
 
 
 def success(job, value=1):
@@ -130,6 +131,8 @@ def test_orphaned_claims_are_those_without_a_process_row():
     process = Process.objects.register(kind="worker", name="worker-alive")
     claimed_jobs(1, process_id=process.pk)
     claimed_jobs(1, process_id=process.pk + 1000)
+    # Its process vanished without deregistering (the row removed by hand).
+    Process.objects.filter(pk=process.pk + 1000).delete()
 
     orphaned = ClaimedExecution.objects.orphaned()
     assert [c.process_id for c in orphaned] == [process.pk + 1000]
@@ -138,7 +141,7 @@ def test_orphaned_claims_are_those_without_a_process_row():
 def claimed_flaky(tmp_path, process_id=7):
     tasks.flaky.enqueue(str(tmp_path / "runs"), 5)
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 1, process_id)
+    return ReadyExecution.objects.claim(selector, 1, registered_process(process_id))
 
 
 def failure(job, error_class=ConnectionError):

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from steady_queue.exceptions import TaskTimeoutError, error_payload
 from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
 from steady_queue.queue_selector import QueueSelector
 
@@ -64,4 +65,38 @@ def test_deregister_releases_claims_back_to_ready():
 
     assert process.deregister() == [job.pk]
     assert ReadyExecution.objects.filter(job_id=job.pk).exists()
+    assert not Process.objects.exists()
+
+
+def test_database_now_is_the_servers_clock_as_an_aware_utc_time():
+    before = timezone.now()
+    now = Process.objects.database_now()
+    assert timezone.is_aware(now)
+    # The database runs on this host here: its clock and ours agree.
+    assert abs(now - before) < timedelta(seconds=5)
+
+
+def test_gone_quiet_says_for_how_long_each_process_was_silent():
+    register("worker-fresh")
+    register("worker-stale", heartbeat_age=600)
+
+    [quiet] = Process.objects.gone_quiet(300)
+
+    assert quiet.name == "worker-stale"
+    assert 599 < quiet.silent_for < 610
+
+
+def test_deregister_after_overrun_fails_the_overrun_and_releases_the_rest():
+    process = register()
+    overrun, innocent = claim_one(process), claim_one(process)
+    assert process.still_holds([overrun.pk, 10**9]) == {overrun.pk}
+
+    failed, released = process.deregister_after_overrun(
+        {overrun.pk: error_payload(TaskTimeoutError, "it ran too long")}
+    )
+
+    assert (failed, released) == ([overrun.pk], [innocent.pk])
+    error = Job.objects.get(pk=overrun.pk).errors[-1]
+    assert error["exception_class_path"] == "steady_queue.exceptions.TaskTimeoutError"
+    assert ReadyExecution.objects.filter(job_id=innocent.pk).exists()
     assert not Process.objects.exists()

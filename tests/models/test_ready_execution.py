@@ -9,13 +9,14 @@ from steady_queue.models import ClaimedExecution, Pause, ReadyExecution
 from steady_queue.queue_selector import QueueSelector
 
 from .. import tasks
+from ..factories import registered_process
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(queues, limit=10, process_id=1):
     selector = QueueSelector(queues, "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, limit, process_id)
+    return ReadyExecution.objects.claim(selector, limit, registered_process(process_id))
 
 
 def labels(jobs):

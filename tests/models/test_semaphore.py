@@ -19,6 +19,7 @@ from steady_queue.processes.dispatcher import Dispatcher
 from steady_queue.queue_selector import QueueSelector
 
 from .. import tasks
+from ..factories import registered_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "tests.tasks.one_at_a_time/k"
@@ -50,7 +51,7 @@ def enqueue_blocked(tmp_path, count, priority=0):
 
 def claim_all(process_id=7):
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, process_id)
+    return ReadyExecution.objects.claim(selector, 100, registered_process(process_id))
 
 
 def outcome(job, succeeded=True):

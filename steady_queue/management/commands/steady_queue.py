@@ -230,10 +230,17 @@ class Command(BaseCommand):
             failed = failed.for_task(options["task"])
         if options["ids"]:
             failed = failed.filter(job_id__in=options["ids"])
-        action = type(failed).retry_all if verb == "retry" else type(failed).discard_all
-        ids = failed.in_batches(action, batch_size=options["batch_size"])
-        done = "Retried" if verb == "retry" else "Discarded"
-        self.stdout.write(f"{done} {len(ids)} failed job(s).")
+        if verb == "retry":
+            outcome = failed.retry_in_batches(batch_size=options["batch_size"])
+            if outcome:
+                self.stdout.write(outcome.summary())
+            else:
+                self.stdout.write("Retried 0 failed jobs: none matched.")
+            return
+        ids = failed.in_batches(
+            type(failed).discard_all, batch_size=options["batch_size"]
+        )
+        self.stdout.write(f"Discarded {len(ids)} failed job(s).")
 
     def check_configuration(self, alias):
         from ...checks import check_backend
@@ -242,7 +249,14 @@ class Command(BaseCommand):
             backend = task_backends[alias]
         except InvalidTaskBackend as e:
             raise CommandError(f"Unknown task backend {alias!r}: {e}") from e
-        messages = check_backend(backend, databases=list(connections))
+        from django.conf import settings
+
+        silenced = set(settings.SILENCED_SYSTEM_CHECKS)
+        messages = [
+            message
+            for message in check_backend(backend, databases=list(connections))
+            if message.id not in silenced
+        ]
         errors = [m for m in messages if m.is_serious()]
         for message in messages:
             stream = self.stderr if message.is_serious() else self.stdout

@@ -1,0 +1,1 @@
+"""Task modules that misbehave on import, for the trust tests."""

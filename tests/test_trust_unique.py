@@ -1,0 +1,123 @@
+"""@unique keys survive maintenance racing an enqueue that takes them over."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from steady_queue.models import ReadyExecution, UniqueKey
+from steady_queue.processes.dispatcher import Dispatcher
+from steady_queue.queue_selector import QueueSelector
+
+from . import tasks
+from .factories import registered_process
+from .helpers import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claim_all():
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    return ReadyExecution.objects.claim(selector, 100, registered_process(7))
+
+
+def fake_dispatcher():
+    from steady_queue.compat import task_backends
+    from steady_queue.conf import DispatcherConfig
+
+    return Dispatcher(task_backends["default"], DispatcherConfig())
+
+
+def test_a_key_taken_over_after_it_was_found_stale_is_kept():
+    first = tasks.refresh_listing.enqueue(4)
+    claim_all()  # started: its key is stale
+    found_stale = list(UniqueKey.objects.stale().values_list("pk", "job_id"))
+    assert found_stale == [(UniqueKey.objects.get().pk, int(first.id))]
+
+    second = tasks.refresh_listing.enqueue(4)  # takes the key over
+    assert second.id != first.id
+
+    assert UniqueKey.objects.delete_unchanged(found_stale) == 0
+    assert tasks.refresh_listing.enqueue(4).id == second.id
+
+
+def test_forget_stale_deletes_every_stale_key_a_batch_at_a_time():
+    for listing in range(7):
+        tasks.refresh_listing.enqueue(listing)
+    claim_all()
+    pending = tasks.refresh_listing.enqueue(100)
+
+    assert UniqueKey.objects.forget_stale(batch_size=3) == 7
+
+    assert list(UniqueKey.objects.values_list("job_id", flat=True)) == [int(pending.id)]
+
+
+def session_id():
+    """This thread's database session, as the lock views name it."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+        else:
+            cursor.execute("SELECT CONNECTION_ID()")
+        return cursor.fetchone()[0]
+
+
+def waits_for_a_lock(session):
+    """Whether a database session is waiting for a row lock right now."""
+    if session is None:
+        return False
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                [session],
+            )
+            return cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.innodb_trx "
+            "WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'",
+            [session],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.skipif(
+    connection.vendor == "sqlite",
+    reason="SQLite serialises writers: maintenance cannot run while an enqueue "
+    "holds the key (test_a_key_taken_over_after_it_was_found_stale_is_kept "
+    "covers the same interleaving there)",
+)
+def test_maintenance_racing_an_enqueue_keeps_the_key_it_took_over():
+    first = tasks.refresh_listing.enqueue(4)
+    claim_all()  # started: its key is stale
+    maintenance = {}
+    finished = threading.Event()
+
+    def maintain():
+        try:
+            maintenance["session"] = session_id()
+            Dispatcher.maintain_concurrency(fake_dispatcher())
+        except Exception as error:
+            maintenance["error"] = error
+        finally:
+            finished.set()
+            connection.close()
+
+    thread = threading.Thread(target=maintain)
+    with transaction.atomic():
+        # The enqueue takes the stale key over and holds its row locked.
+        second = tasks.refresh_listing.enqueue(4)
+        assert second.id != first.id
+        thread.start()
+        # Maintenance reads the key as stale (the takeover is not committed),
+        # then either skips the locked row or waits for it. Only then commit.
+        wait_for(
+            lambda: finished.is_set() or waits_for_a_lock(maintenance.get("session")),
+            message="maintenance done or waiting for the key's row",
+        )
+    thread.join(timeout=30)
+
+    assert not thread.is_alive()
+    assert "error" not in maintenance, maintenance
+    assert list(UniqueKey.objects.values_list("job_id", flat=True)) == [int(second.id)]
+    assert tasks.refresh_listing.enqueue(4).id == second.id
