@@ -435,7 +435,8 @@ def inject_faults_until_settled(supervisor, database, options, rng, total):
             unfinished != last_unfinished and now >= next_change
         ):
             print(
-                f"    {total - (unfinished or 0)}/{total} ended "
+                f"    {'?' if unfinished is None else total - unfinished}"
+                f"/{total} ended "
                 f"({guarded(states_line)})",
                 flush=True,
             )

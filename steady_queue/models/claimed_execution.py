@@ -352,13 +352,9 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             )
         return outcomes
 
-    def fail_overrun(self, process_id, errors, worker_id, release_others):
-        """Fail a process's overrunning jobs, each with its error; maybe release
-        the rest of its claims. Return (failed job ids, released job ids).
-
-        One transaction: a worker replaced for an overrun exits right after,
-        holding no claim, so none of its jobs is failed as a crash.
-        """
+    def fail_overrun(self, process_id, errors, worker_id):
+        """Fail a process's overrunning jobs, each with its own error; return
+        their ids. The process's other claims are left as they are."""
         with transaction.atomic(using=self.db):
             held = self.held_by(process_id)
             failed = []
@@ -367,12 +363,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                     error, worker_ids_by_process={process_id: worker_id}
                 )
                 failed.extend(job.pk for job in jobs)
-            released = (
-                held.release_all(worker_ids_by_process={process_id: worker_id})
-                if release_others
-                else []
-            )
-        return failed, released
+        return failed
 
 
 def with_retry_decided(outcome):

@@ -145,9 +145,10 @@ class Process(models.Model):
         held = self.claims().filter(job_id__in=job_ids)
         return set(held.values_list("job_id", flat=True))
 
-    def deregister_after_overrun(self, errors):
-        """Fail the overrun jobs ({job id: error}), then deregister, releasing
-        the rest of the claims. Return (failed job ids, released job ids)."""
+    def deregister_after_overrun(self, errors, others_error):
+        """Fail the overrun jobs ({job id: error}), then deregister, failing the
+        rest of the claims with ``others_error``. Return (ids failed as
+        overrun, ids failed with others_error)."""
         from .claimed_execution import ClaimedExecution
 
         db = self._state.db
@@ -157,11 +158,11 @@ class Process(models.Model):
             # order, no deadlock; and if it is gone, its claims were resolved.
             if not rows.select_for_update().values_list("pk", flat=True):
                 return [], []
-            failed, _ = ClaimedExecution.objects.using(db).fail_overrun(
-                self.pk, errors, self.name, release_others=False
+            failed = ClaimedExecution.objects.using(db).fail_overrun(
+                self.pk, errors, self.name
             )
-            released = self.deregister()
-        return failed, released
+            others = self.deregister(claims_error=others_error)
+        return failed, others
 
     def deregister(self, claims_error=None):
         """Delete this row; release its claims to ready, or fail them with an error.

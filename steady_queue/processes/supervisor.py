@@ -203,21 +203,24 @@ class Supervisor(Runnable):
             return None
 
     def child_exited(self, child, pid, status):
-        """Resolve a dead child's claims and, unless stopping, start a replacement."""
+        """Fail a dead child's claims and, unless stopping, start a replacement.
+
+        Failed, never released, here and in every other way a child ends: only
+        a worker knows which of its jobs did not run to their end. From
+        outside, a job whose function returned just before the worker died,
+        its outcome not yet written, looks like one still running; released,
+        it would run a second time. A worker that stops gracefully hands back
+        what it did not finish itself, before it exits.
+        """
         if child.overruns:
             self.child_killed_for_overrun(child, pid)
             return
-        if self.stopping:
-            self.resolve_claims_of(child, error=None, reason="stopped")
-            return
         status = child.killed_because or status
-        message = (
-            f"{child.spec.kind.capitalize()} {child.name} (pid {pid}) {status} "
-            "while running this job."
-        )
         self.resolve_claims_of(
-            child, error=error_payload(ProcessExitError, message), reason=status
+            child, error=exit_error(child, pid, status), reason=status
         )
+        if self.stopping:
+            return
         quick = time.monotonic() - child.started_at < QUICK_DEATH
         self.schedule_restart(
             child.spec, child.slot, quick=quick, replaced=(child, pid, status)
@@ -227,32 +230,39 @@ class Supervisor(Runnable):
     def child_asked_to_be_replaced(self, child, pid):
         """Start a fresh child for one that was recycled or stopped an overrun.
 
-        It handed back its claims and removed its row before exiting; anything
-        still held is released, not failed. No crash, so no restart delay.
+        It recorded its jobs and removed its row before exiting. Anything still
+        held (the database failed it at the end) is failed, as for any exit:
+        see child_exited. No crash, so no restart delay.
         """
-        self.resolve_claims_of(child, error=None, reason="replaced")
+        status = "asked to be replaced"
+        self.resolve_claims_of(
+            child, error=exit_error(child, pid, "exited"), reason="replaced"
+        )
         if self.stopping:
             return
         self.restart_delays[child.slot] = 0.0
-        status = "asked to be replaced"
         self.schedule_restart(
             child.spec, child.slot, quick=False, replaced=(child, pid, status)
         )
         self.start_due_restarts()
 
     def child_killed_for_overrun(self, child, pid):
-        """Fail the jobs a killed child did not stop at their timeout; release
-        its other jobs (they did nothing wrong) and start a fresh child."""
+        """Fail the jobs a killed child did not stop at their timeout, and its
+        other jobs as killed (see child_exited); start a fresh child."""
         from ..models import Process
+
+        others_error = exit_error(child, pid, child.killed_because)
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
-            return row.deregister_after_overrun(child.overruns) if row else ([], [])
+            if row is None:
+                return [], []
+            return row.deregister_after_overrun(child.overruns, others_error)
 
         def report(resolved):
-            failed, released = resolved
-            self.report_resolved(child, failed, "failed", "timed out")
-            self.report_resolved(child, released, "released", "replaced")
+            timed_out, killed = resolved
+            self.report_resolved(child, timed_out, "failed", "timed out")
+            self.report_resolved(child, killed, "failed", "killed")
 
         self.settle(child.name, resolve, report)
         if self.stopping:
@@ -330,6 +340,7 @@ class Supervisor(Runnable):
             self.settle(name, resolve, report)
 
     def report_resolved(self, child, job_ids, resolution, reason):
+        """Send claims_resolved for the jobs of a gone child, if there were any."""
         if job_ids:
             send_hook(
                 signals.claims_resolved,
@@ -369,3 +380,12 @@ class Supervisor(Runnable):
     def deadlines_due(self):
         """time.monotonic() values at which watch_deadlines has work to do."""
         return []
+
+
+def exit_error(child, pid, status):
+    """The error a gone child's jobs fail with: which process, and how it ended."""
+    return error_payload(
+        ProcessExitError,
+        f"{child.spec.kind.capitalize()} {child.name} (pid {pid}) {status} "
+        "while running this job.",
+    )

@@ -4,7 +4,7 @@ import os
 import threading
 import time
 
-from .supervisor import Child, Supervisor
+from .supervisor import Child, Supervisor, exit_error
 
 
 class ThreadSupervisor(Supervisor):
@@ -44,6 +44,10 @@ class ThreadSupervisor(Supervisor):
             process, thread = child.handle
             process.stop(immediate=True)
             thread.join(timeout=2)
-            # A thread stuck in user code cannot be killed; hand its jobs back.
+            # A thread stuck in user code cannot be killed, and may yet finish
+            # its job: failed, not handed back (see Supervisor.child_exited).
             del self.children[name]
-            self.resolve_claims_of(child, error=None, reason="stopped")
+            status = "did not stop in time"
+            self.resolve_claims_of(
+                child, error=exit_error(child, os.getpid(), status), reason=status
+            )

@@ -298,7 +298,7 @@ class Worker(Poller):
             for job_id, deadline in overdue.items()
         }
         ClaimedExecution.objects.using(self.database).fail_overrun(
-            self.process.pk, errors, self.name, release_others=False
+            self.process.pk, errors, self.name
         )
         described = ", ".join(
             f"job {job_id} ({d.task_path}, {d.seconds:g} s)"

@@ -159,7 +159,9 @@ def test_a_new_supervisor_prunes_a_dead_tree_and_fails_what_it_held(
     assert {last_error_class(result) for result in sleepers} == {PRUNED_ERROR}
     assert status_of(orphan) == TaskResultStatus.FAILED
     assert last_error_class(orphan) == MISSING_ERROR
-    log = successor.log()
-    assert f"Pruned worker {worker.name} (pid {worker.pid}" in log
-    assert f"2 job(s) held by {worker.name} failed (pruned)" in log
-    assert "1 job(s) held by unregistered processes failed (process missing)" in log
+    # The log lines follow the commits the waits above saw: wait for them too.
+    wait_for_log(successor, f"Pruned worker {worker.name} (pid {worker.pid}")
+    wait_for_log(successor, f"2 job(s) held by {worker.name} failed (pruned)")
+    wait_for_log(
+        successor, "1 job(s) held by unregistered processes failed (process missing)"
+    )

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from steady_queue.exceptions import TaskTimeoutError, error_payload
+from steady_queue.exceptions import ProcessExitError, TaskTimeoutError, error_payload
 from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
 from steady_queue.queue_selector import QueueSelector
 
@@ -86,17 +86,24 @@ def test_gone_quiet_says_for_how_long_each_process_was_silent():
     assert 599 < quiet.silent_for < 610
 
 
-def test_deregister_after_overrun_fails_the_overrun_and_releases_the_rest():
+def test_deregister_after_overrun_fails_the_overrun_and_the_rest():
     process = register()
-    overrun, innocent = claim_one(process), claim_one(process)
+    overrun, other = claim_one(process), claim_one(process)
     assert process.still_holds([overrun.pk, 10**9]) == {overrun.pk}
 
-    failed, released = process.deregister_after_overrun(
-        {overrun.pk: error_payload(TaskTimeoutError, "it ran too long")}
+    failed, others = process.deregister_after_overrun(
+        {overrun.pk: error_payload(TaskTimeoutError, "it ran too long")},
+        error_payload(ProcessExitError, "its worker was killed"),
     )
 
-    assert (failed, released) == ([overrun.pk], [innocent.pk])
-    error = Job.objects.get(pk=overrun.pk).errors[-1]
-    assert error["exception_class_path"] == "steady_queue.exceptions.TaskTimeoutError"
-    assert ReadyExecution.objects.filter(job_id=innocent.pk).exists()
+    assert (failed, others) == ([overrun.pk], [other.pk])
+    errors = {
+        job.pk: job.errors[-1]["exception_class_path"]
+        for job in Job.objects.filter(pk__in=[overrun.pk, other.pk])
+    }
+    assert errors == {
+        overrun.pk: "steady_queue.exceptions.TaskTimeoutError",
+        other.pk: "steady_queue.exceptions.ProcessExitError",
+    }
+    assert not ReadyExecution.objects.exists()
     assert not Process.objects.exists()
