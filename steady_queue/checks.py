@@ -12,6 +12,7 @@ from django.utils.module_loading import import_string
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
+from .dialects import dialect_for
 from .recurring.checks import check_recurring
 
 
@@ -54,7 +55,7 @@ def check_backend(backend, databases=None, **kwargs):
 
 def _check_locking(alias):
     connection = connections[alias]
-    if connection.vendor == "sqlite" or (
+    if dialect_for(connection).serialises_writers or (
         connection.features.has_select_for_update_skip_locked
     ):
         return []

@@ -8,6 +8,8 @@ filtering stay cheap however many finished jobs the jobs table keeps.
 from django.db import connections
 from django.db.models import Case, Exists, OuterRef, Value, When
 
+from .dialects import dialect_for
+
 # Above this many rows, finished jobs are estimated, not counted.
 COUNT_LIMIT = 10_000
 
@@ -90,19 +92,5 @@ def estimated_rows(database, model):
     connection = connections[database]
     table = model._meta.db_table
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                [table],
-            )
-        elif connection.vendor == "mysql":
-            cursor.execute(
-                "SELECT table_rows FROM information_schema.tables "
-                "WHERE table_schema = DATABASE() AND table_name = %s",
-                [table],
-            )
-        else:
-            # SQLite keeps no estimate; its COUNT(*) reads the smallest index.
-            cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
-        row = cursor.fetchone()
-    return max(int(row[0] or 0), 0) if row else 0
+        estimate = dialect_for(connection).estimated_rows(cursor, table)
+    return max(int(estimate or 0), 0)

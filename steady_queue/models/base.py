@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 from django.db import IntegrityError, connections, models, transaction
 from django.utils import timezone
 
+from ..dialects import dialect_for
+
 # PostgreSQL channel on which new ready jobs are announced; workers LISTEN on it
 # so they need not wait for their next poll.
 READY_CHANNEL = "steady_queue_ready"
@@ -16,6 +18,10 @@ class QueueQuerySet(models.QuerySet):
     @property
     def connection(self):
         return connections[self.db]
+
+    @property
+    def dialect(self):
+        return dialect_for(self.connection)
 
     def skip_locked(self):
         """Lock the selected rows, skipping rows another transaction holds.
@@ -74,31 +80,7 @@ class QueueQuerySet(models.QuerySet):
         return self._raw_delete(self.db)
 
     def _delete_returning(self, fields, limit):
-        meta = self.model._meta
-        if self.connection.vendor not in ("postgresql", "sqlite"):
-            # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the
-            # same table: lock the rows first, then delete them by key.
-            with transaction.atomic(using=self.db, savepoint=False):
-                rows = list(self.values_list(*fields)[:limit])
-                if rows:
-                    self.model.objects.using(self.db).filter(
-                        pk__in=[row[0] for row in rows]
-                    ).delete_rows()
-            return rows
-        # One statement. On SQLite it starts with a write, so it takes the write
-        # lock (waiting on busy_timeout) rather than failing a read-to-write upgrade.
-        quote = self.connection.ops.quote_name
-        select = self.values_list(meta.pk.name)[:limit]
-        select_sql, params = select.query.get_compiler(using=self.db).as_sql()
-        columns = ", ".join(quote(meta.get_field(name).column) for name in fields)
-        sql = (
-            f"DELETE FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} "
-            f"IN ({select_sql}) RETURNING {columns}"
-        )
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        return self._convert_raw_rows(rows, fields)
+        return self.dialect.delete_returning(self, fields, limit)
 
     def database_now(self):
         """The current time by the database server's clock (aware, UTC).
@@ -109,14 +91,7 @@ class QueueQuerySet(models.QuerySet):
         process shares; its clock is that host's, read by SQLite rather than
         Python.
         """
-        vendor = self.connection.vendor
-        if vendor == "postgresql":
-            sql = "SELECT statement_timestamp()"
-        elif vendor == "mysql":
-            # UTC_TIMESTAMP, not NOW(): NOW() follows the session's time zone.
-            sql = "SELECT UTC_TIMESTAMP(6)"
-        else:
-            sql = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
+        sql = self.dialect.now_sql()
         with self.connection.cursor() as cursor:
             cursor.execute(sql)
             [now] = cursor.fetchone()
@@ -128,13 +103,10 @@ class QueueQuerySet(models.QuerySet):
 
     def notify_ready(self, queue_names):
         """Tell listening workers about new ready jobs (PostgreSQL, sent at commit)."""
-        if self.connection.vendor != "postgresql" or not queue_names:
+        if not self.dialect.announces_ready_jobs or not queue_names:
             return
         with self.connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name",
-                [READY_CHANNEL, sorted(set(queue_names))],
-            )
+            self.dialect.announce_ready(cursor, READY_CHANNEL, queue_names)
 
     def run_prepared(self, sql, params):
         """Run a hot-path statement as a prepared statement (PostgreSQL); return rows.
@@ -162,10 +134,10 @@ class QueueQuerySet(models.QuerySet):
         names = [field.attname for field in self.model._meta.concrete_fields]
         return [
             self.model.from_db(self.db, names, row)
-            for row in self._convert_raw_rows(rows, fields)
+            for row in self.convert_raw_rows(rows, fields)
         ]
 
-    def _convert_raw_rows(self, rows, fields):
+    def convert_raw_rows(self, rows, fields):
         # Raw rows skip the ORM's converters (SQLite returns datetimes as text).
         meta = self.model._meta
         converters = []

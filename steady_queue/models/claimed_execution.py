@@ -107,7 +107,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             outcome.succeeded and not outcome.job.concurrency_key
             for outcome in outcomes
         )
-        if self.connection.vendor == "postgresql" and simple:
+        if self.dialect.runs_hot_paths_in_one_statement and simple:
             held_ids = self._finalize_in_one_statement(
                 outcomes, process_id, preserve_finished_jobs
             )
@@ -130,31 +130,17 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         """
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
-        where = (
-            f"{quote('process_id')} = %s AND {quote('job_id')} IN "
-            f"({', '.join(['%s'] * len(job_ids))})"
+        job_id = quote("job_id")
+        pick_sql = (
+            f"SELECT {job_id} FROM {table} WHERE {quote('process_id')} = %s "
+            f"AND {job_id} IN ({', '.join(['%s'] * len(job_ids))})"
+            f"{self.dialect.lock_clause(self.connection)}"
         )
-        params = [process_id, *job_ids]
         with self.connection.cursor() as cursor:
-            if self.connection.vendor in ("sqlite", "postgresql"):
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE {where} RETURNING {quote('job_id')}",
-                    params,
-                )
-                return sorted(row[0] for row in cursor.fetchall())
-            # MySQL cannot DELETE ... RETURNING: lock the rows, then delete them.
-            cursor.execute(
-                f"SELECT {quote('job_id')} FROM {table} WHERE {where} FOR UPDATE",
-                params,
+            held = self.dialect.delete_picked(
+                cursor, table, job_id, pick_sql, [process_id, *job_ids]
             )
-            held = sorted(row[0] for row in cursor.fetchall())
-            if held:
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE {quote('job_id')} IN "
-                    f"({', '.join(['%s'] * len(held))})",
-                    held,
-                )
-            return held
+        return sorted(held)
 
     def release_concurrency_slots(self, jobs):
         """Give back the slots these finished jobs held; unblock the next jobs."""

@@ -6,6 +6,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
+from ..dialects import retrying_lock_conflicts
 from ..exceptions import DuplicateTaskError
 from .base import READY_CHANNEL, QueueQuerySet
 from .fields import RowJSONField
@@ -97,7 +98,7 @@ class JobQuerySet(QueueQuerySet):
         """Insert an unsaved job and its ready, scheduled or blocked execution."""
         if job.needs_concurrency_slot or job.unique_key:
             return self._with_lock_retries(self._enqueue_each, [job])[0]
-        if self.connection.vendor == "postgresql":
+        if self.dialect.runs_hot_paths_in_one_statement:
             return self._enqueue_in_one_statement(job)
         # savepoint=False: inside the caller's atomic() this adds no SAVEPOINT
         # round trips; a failure still rolls back with the caller's transaction.
@@ -152,7 +153,6 @@ class JobQuerySet(QueueQuerySet):
         # only when it is our own, not when enqueue joined the caller's atomic().
         if self.connection.in_atomic_block:
             return function(jobs)
-        from ..processes.db import retrying_lock_conflicts
 
         def attempt(jobs):
             for job in jobs:
@@ -297,7 +297,7 @@ class JobQuerySet(QueueQuerySet):
             if any(job.needs_concurrency_slot or job.unique_key for job in batch):
                 saved.extend(self._with_lock_retries(self._enqueue_each, batch))
                 continue
-            if self.connection.vendor == "postgresql":
+            if self.dialect.runs_hot_paths_in_one_statement:
                 saved.extend(self._enqueue_batch_in_one_statement(batch))
                 continue
             with transaction.atomic(using=self.db, savepoint=False):

@@ -77,7 +77,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             pick_sql, pick_params = self._pick_statement(
                 selector, key, queryset, remaining
             )
-            if self.connection.vendor == "postgresql":
+            if self.dialect.runs_hot_paths_in_one_statement:
                 claimed.extend(
                     self._claim_in_one_statement(pick_sql, pick_params, process_id, now)
                 )
@@ -100,10 +100,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             sql, params = pick.query.get_compiler(using=self.db).as_sql()
             # The lock is added by hand: the ORM only allows select_for_update()
             # inside atomic(), and the PostgreSQL claim needs no transaction.
-            if self.connection.features.has_select_for_update_skip_locked:
-                sql += " FOR UPDATE SKIP LOCKED"
-            elif self.connection.features.has_select_for_update:
-                sql += " FOR UPDATE"
+            sql += self.dialect.skip_locked_clause(self.connection)
             cache[key] = (sql, tuple(params))
         return cache[key]
 
@@ -122,28 +119,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
         with transaction.atomic(using=self.db), self.connection.cursor() as cursor:
-            if self.connection.vendor == "sqlite":
-                # One statement that starts with a write, so it takes the write
-                # lock (waiting on busy_timeout) rather than failing a
-                # read-to-write upgrade; SQLite serialises writers anyway.
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE job_id IN ({pick_sql}) "
-                    "RETURNING job_id",
-                    pick_params,
-                )
-                ids = [row[0] for row in cursor.fetchall()]
-            else:
-                # MySQL cannot DELETE ... RETURNING, nor delete from a subquery
-                # of the same table: lock the rows (skipping locked ones), then
-                # delete them by key.
-                cursor.execute(pick_sql, pick_params)
-                ids = [row[0] for row in cursor.fetchall()]
-                if ids:
-                    cursor.execute(
-                        f"DELETE FROM {table} WHERE job_id IN "
-                        f"({', '.join(['%s'] * len(ids))})",
-                        ids,
-                    )
+            ids = self.dialect.delete_picked(
+                cursor, table, quote("job_id"), pick_sql, pick_params
+            )
             if not ids:
                 return []
             if not self._claimer_is_registered(cursor, process_id):
@@ -167,7 +145,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         from .process import Process
 
         quote = self.connection.ops.quote_name
-        lock = "" if self.connection.vendor == "sqlite" else " LOCK IN SHARE MODE"
+        lock = self.dialect.share_lock_clause
         cursor.execute(
             f"SELECT 1 FROM {quote(Process._meta.db_table)} WHERE id = %s{lock}",
             [process_id],

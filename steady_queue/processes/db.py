@@ -5,36 +5,9 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from ..dialects import retrying_lock_conflicts
+
 logger = logging.getLogger("steady_queue")
-
-# MySQL/MariaDB: 1205 lock wait timeout, 1213 deadlock. Both roll back the
-# statement or transaction and are safe to run again.
-RETRYABLE_MYSQL_ERRORS = {1205, 1213}
-# PostgreSQL: 40P01 deadlock detected, 55P03 lock not available.
-RETRYABLE_POSTGRESQL_STATES = {"40P01", "55P03"}
-LOCK_RETRIES = 5
-
-
-def is_lock_conflict(error):
-    cause = error.__cause__ or error
-    args = getattr(cause, "args", ())
-    if args and args[0] in RETRYABLE_MYSQL_ERRORS:
-        return True
-    if getattr(cause, "sqlstate", None) in RETRYABLE_POSTGRESQL_STATES:
-        return True
-    # SQLite: another writer held the lock for longer than the busy timeout.
-    return "database is locked" in str(error)
-
-
-def retrying_lock_conflicts(function, *args, **kwargs):
-    """Call function, running it again when the database reports a lock conflict."""
-    for attempt in range(LOCK_RETRIES):
-        try:
-            return function(*args, **kwargs)
-        except OperationalError as error:
-            if not is_lock_conflict(error) or attempt == LOCK_RETRIES - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
 
 
 class DatabaseGuard:

@@ -5,6 +5,7 @@ import threading
 
 from django.db import connections
 
+from ..dialects import dialect_for
 from ..models.base import READY_CHANNEL
 
 logger = logging.getLogger("steady_queue")
@@ -37,7 +38,7 @@ class ReadyListener:
 
     @classmethod
     def is_supported(cls, database):
-        return connections[database].vendor == "postgresql"
+        return dialect_for(connections[database]).announces_ready_jobs
 
     def start(self):
         self._thread = threading.Thread(

@@ -1,0 +1,46 @@
+"""What differs between database families, in one object per family.
+
+Models and processes ask ``dialect_for(connection)`` and never test a vendor:
+every statement or clause that is written differently per database lives in
+the family's module here.
+"""
+
+import time
+
+from django.db import OperationalError
+
+from .base import Dialect
+from .mysql import MySQL
+from .postgresql import PostgreSQL
+from .sqlite import SQLite
+
+DIALECTS = {dialect.vendor: dialect for dialect in (PostgreSQL(), MySQL(), SQLite())}
+
+
+def dialect_for(connection):
+    """The dialect of a Django connection (an unknown vendor gets the base one)."""
+    return DIALECTS.get(connection.vendor, FALLBACK)
+
+
+def is_lock_conflict(error):
+    """Whether a database error is a lock conflict (deadlock, lock wait) that is
+    safe to retry. Asked of every family: the error does not say its database."""
+    return any(dialect.is_lock_conflict(error) for dialect in DIALECTS.values())
+
+
+FALLBACK = Dialect()
+LOCK_RETRIES = 5
+
+
+def retrying_lock_conflicts(function, *args, **kwargs):
+    """Call function, running it again when the database reports a lock conflict."""
+    for attempt in range(LOCK_RETRIES):
+        try:
+            return function(*args, **kwargs)
+        except OperationalError as error:
+            if not is_lock_conflict(error) or attempt == LOCK_RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+
+
+__all__ = ["Dialect", "dialect_for", "is_lock_conflict", "retrying_lock_conflicts"]

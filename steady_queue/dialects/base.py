@@ -1,0 +1,86 @@
+"""The dialect every family starts from: standard SQL with DELETE ... RETURNING."""
+
+
+class Dialect:
+    """One database family's statements and clauses; stateless, one per family."""
+
+    vendor = None
+    # Claims, finishes and enqueues run as one CTE statement each, with no
+    # BEGIN/COMMIT round trips (PostgreSQL). Elsewhere they run in transactions.
+    runs_hot_paths_in_one_statement = False
+    # Workers can LISTEN for new ready jobs instead of waiting for their poll.
+    announces_ready_jobs = False
+    # Writers are serialised by the database (SQLite), so row locks are moot.
+    serialises_writers = False
+    # Locks a selected row against deletion until commit, letting others read
+    # it: a claim holds its process row this way (see Process.deregister).
+    share_lock_clause = ""
+
+    def skip_locked_clause(self, connection):
+        """The clause that locks selected rows, skipping rows others hold.
+
+        A plain FOR UPDATE where SKIP LOCKED is missing (MySQL < 8, MariaDB <
+        10.6); nothing where there are no row locks (SQLite).
+        """
+        features = connection.features
+        if features.has_select_for_update_skip_locked:
+            return " FOR UPDATE SKIP LOCKED"
+        if features.has_select_for_update:
+            return " FOR UPDATE"
+        return ""
+
+    def lock_clause(self, connection):
+        """The clause that locks selected rows, waiting for rows others hold."""
+        return " FOR UPDATE" if connection.features.has_select_for_update else ""
+
+    def delete_picked(self, cursor, table, key, pick_sql, params):
+        """Delete the rows whose ``key`` the SELECT ``pick_sql`` picks; return
+        those keys. Of two transactions deleting one row, only the first gets
+        its key back: the other waits for its lock, then finds the row gone.
+        One statement here; on SQLite, starting with a write makes it take the
+        write lock at once rather than fail a read-to-write upgrade."""
+        cursor.execute(
+            f"DELETE FROM {table} WHERE {key} IN ({pick_sql}) RETURNING {key}",
+            params,
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+    def delete_returning(self, queryset, fields, limit):
+        """Delete up to ``limit`` rows of a (locking) queryset in one statement;
+        return ``fields`` of each, converted as the ORM would."""
+        connection = queryset.connection
+        meta = queryset.model._meta
+        quote = connection.ops.quote_name
+        pick = queryset.values_list(meta.pk.name)[:limit]
+        pick_sql, params = pick.query.get_compiler(using=queryset.db).as_sql()
+        columns = ", ".join(quote(meta.get_field(name).column) for name in fields)
+        # One statement. On SQLite it starts with a write, so it takes the write
+        # lock (waiting on busy_timeout) rather than failing a read-to-write
+        # upgrade.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} "
+                f"IN ({pick_sql}) RETURNING {columns}",
+                params,
+            )
+            rows = cursor.fetchall()
+        return queryset.convert_raw_rows(rows, fields)
+
+    def now_sql(self):
+        """A SELECT of the server's current time (UTC)."""
+        return "SELECT CURRENT_TIMESTAMP"
+
+    def estimated_rows(self, cursor, table):
+        """A cheap estimate of a table's rows, where the database keeps one.
+
+        Here none is kept: COUNT(*), which reads the table's smallest index.
+        """
+        cursor.execute(f"SELECT COUNT(*) FROM {cursor.db.ops.quote_name(table)}")
+        return cursor.fetchone()[0]
+
+    def announce_ready(self, cursor, channel, queue_names):
+        """Tell listening workers about new ready jobs (nothing where none listen)."""
+
+    def is_lock_conflict(self, error):
+        """Whether this error is one of this family's retryable lock conflicts."""
+        return False

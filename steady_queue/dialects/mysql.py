@@ -1,0 +1,56 @@
+"""MySQL and MariaDB: no DELETE ... RETURNING, so lock the rows, then delete."""
+
+from django.db import transaction
+
+from .base import Dialect
+
+# 1205 lock wait timeout, 1213 deadlock: the statement or transaction was
+# rolled back and may run again.
+LOCK_CONFLICT_CODES = {1205, 1213}
+
+# InnoDB's own estimate of a table's rows (statistics, not a count).
+ESTIMATED_ROWS_SQL = (
+    "SELECT table_rows FROM information_schema.tables "
+    "WHERE table_schema = DATABASE() AND table_name = %s"
+)
+
+
+class MySQL(Dialect):
+    vendor = "mysql"
+    share_lock_clause = " LOCK IN SHARE MODE"
+
+    # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the same
+    # table (nor take LIMIT in an IN subquery): the pick runs first, locking its
+    # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
+    # both inside one transaction, so the locks hold until the delete commits.
+
+    def delete_picked(self, cursor, table, key, pick_sql, params):
+        cursor.execute(pick_sql, params)
+        keys = [row[0] for row in cursor.fetchall()]
+        if keys:
+            placeholders = ", ".join(["%s"] * len(keys))
+            cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({placeholders})", keys)
+        return keys
+
+    def delete_returning(self, queryset, fields, limit):
+        with transaction.atomic(using=queryset.db, savepoint=False):
+            rows = list(queryset.values_list(*fields)[:limit])
+            if rows:
+                queryset.model.objects.using(queryset.db).filter(
+                    pk__in=[row[0] for row in rows]
+                ).delete_rows()
+        return rows
+
+    def now_sql(self):
+        # UTC_TIMESTAMP, not NOW(): NOW() follows the session's time zone.
+        return "SELECT UTC_TIMESTAMP(6)"
+
+    def estimated_rows(self, cursor, table):
+        cursor.execute(ESTIMATED_ROWS_SQL, [table])
+        row = cursor.fetchone()
+        return row[0] if row else 0
+
+    def is_lock_conflict(self, error):
+        cause = error.__cause__ or error
+        args = getattr(cause, "args", ())
+        return bool(args) and args[0] in LOCK_CONFLICT_CODES

@@ -1,0 +1,38 @@
+"""PostgreSQL: one-statement hot paths, LISTEN/NOTIFY, planner row estimates."""
+
+from .base import Dialect
+
+# 40P01 deadlock detected, 55P03 lock not available: the transaction was
+# rolled back and may run again.
+LOCK_CONFLICT_STATES = {"40P01", "55P03"}
+
+# Announce queues with new ready jobs; delivered when the transaction commits.
+ANNOUNCE_READY_SQL = "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name"
+
+# The planner's estimate of a table's rows, kept up to date by (auto)vacuum.
+ESTIMATED_ROWS_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass"
+
+
+class PostgreSQL(Dialect):
+    vendor = "postgresql"
+    runs_hot_paths_in_one_statement = True
+    announces_ready_jobs = True
+    # KEY SHARE: blocks the row's deletion, not its heartbeat updates.
+    share_lock_clause = " FOR KEY SHARE"
+
+    def now_sql(self):
+        # The statement's start, not the transaction's: a long transaction
+        # must not report a stale now.
+        return "SELECT statement_timestamp()"
+
+    def estimated_rows(self, cursor, table):
+        cursor.execute(ESTIMATED_ROWS_SQL, [table])
+        row = cursor.fetchone()
+        return row[0] if row else 0
+
+    def announce_ready(self, cursor, channel, queue_names):
+        cursor.execute(ANNOUNCE_READY_SQL, [channel, sorted(set(queue_names))])
+
+    def is_lock_conflict(self, error):
+        cause = error.__cause__ or error
+        return getattr(cause, "sqlstate", None) in LOCK_CONFLICT_STATES

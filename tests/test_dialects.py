@@ -1,0 +1,56 @@
+"""Each database family's dialect, against the database the suite runs on."""
+
+import pytest
+from django.db import OperationalError, connection, transaction
+
+from steady_queue.dialects import dialect_for, is_lock_conflict
+from steady_queue.models import Job, ReadyExecution
+from tests.factories import make_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_connection_gets_its_own_familys_dialect():
+    assert dialect_for(connection).vendor == connection.vendor
+
+
+def test_delete_picked_returns_exactly_the_rows_it_deleted():
+    jobs = [make_job("ready") for _ in range(3)]
+    dialect = dialect_for(connection)
+    quote = connection.ops.quote_name
+    table = quote(ReadyExecution._meta.db_table)
+    pick_sql = (
+        f"SELECT {quote('job_id')} FROM {table} WHERE {quote('job_id')} IN (%s, %s)"
+        f"{dialect.lock_clause(connection)}"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        deleted = dialect.delete_picked(
+            cursor, table, quote("job_id"), pick_sql, [jobs[0].pk, jobs[1].pk]
+        )
+        again = dialect.delete_picked(
+            cursor, table, quote("job_id"), pick_sql, [jobs[0].pk, jobs[1].pk]
+        )
+    assert sorted(deleted) == [jobs[0].pk, jobs[1].pk]
+    assert again == []
+    assert list(ReadyExecution.objects.values_list("job_id", flat=True)) == [jobs[2].pk]
+
+
+def test_the_row_estimate_is_a_number_of_rows():
+    make_job("finished")
+    with connection.cursor() as cursor:
+        estimate = dialect_for(connection).estimated_rows(cursor, Job._meta.db_table)
+    # Statistics may lag (PostgreSQL: -1 before the first ANALYZE).
+    assert isinstance(estimate, int) and estimate >= -1
+
+
+def test_the_database_clock_is_read_through_the_dialect():
+    before = Job.objects.database_now()
+    after = Job.objects.database_now()
+    assert before.tzinfo is not None and before <= after
+
+
+def test_lock_conflicts_are_told_from_other_errors():
+    assert is_lock_conflict(OperationalError("database is locked"))
+    assert not is_lock_conflict(OperationalError("no such table: x"))
+    deadlock = OperationalError(1213, "Deadlock found when trying to get lock")
+    assert is_lock_conflict(deadlock)
