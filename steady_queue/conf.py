@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
+
+from .recurring.specs import RecurringSpec
 
 MODES = ("fork", "thread")
 
@@ -44,22 +46,6 @@ class SchedulerConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RecurringEntry:
-    """One entry of OPTIONS["recurring"]: a task path on a schedule."""
-
-    key: str
-    task: str = ""
-    schedule: str = ""
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    queue_name: str | None = None
-    priority: int | None = None
-    timezone: str | None = None
-    description: str = ""
-    missed: str = "skip"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
     """Every setting a SteadyQueueBackend reads from its OPTIONS."""
 
@@ -83,7 +69,7 @@ class Options:
     # The retry policy of tasks without @retry (None: one attempt, no retries).
     retry: object = None
     scheduler: SchedulerConfig = SchedulerConfig()
-    recurring: tuple[RecurringEntry, ...] = ()
+    recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).
     alias: str = "default"
 
@@ -295,12 +281,10 @@ def _recurring(value, where, errors):
                 "{'task': 'myapp.tasks.cleanup', 'schedule': 'every hour'}."
             )
             continue
-        read = _section(
-            entry, entry_where, _RECURRING_READERS, RecurringEntry, errors, key=key
-        )
-        # An entry with errors is left out: the errors name it already.
-        if read is not None and read.task and read.schedule:
-            entries.append(read)
+        read = _section(entry, entry_where, _RECURRING_READERS, dict, errors)
+        # An entry without a task or schedule is left out: the errors name it.
+        if read is not None and "task" in read and "schedule" in read:
+            entries.append(RecurringSpec(key=key, origin=entry_where, **read))
     return tuple(entries)
 
 

@@ -121,8 +121,8 @@ class RecurringTask(models.Model):
         return cls(
             key=spec.key,
             schedule=spec.schedule,
-            task_path=spec.task_path,
-            arguments=serialize_arguments(spec.task_path, spec.args, spec.kwargs),
+            task_path=spec.task,
+            arguments=serialize_arguments(spec.task, spec.args, spec.kwargs),
             queue_name=spec.queue_name,
             priority=spec.priority,
             timezone=spec.timezone,

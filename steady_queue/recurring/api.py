@@ -37,7 +37,7 @@ def schedule_recurring_task(
         )
     spec = RecurringSpec(
         key=key,
-        task_path=task_path,
+        task=task_path,
         schedule=schedule,
         args=tuple(args),
         kwargs=dict(kwargs or {}),

@@ -1,6 +1,6 @@
-"""Recurring tasks declared in code (@recurring) or in settings, as RecurringSpecs."""
+"""RecurringSpec, the one description of a recurring task, and @recurring."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.utils.module_loading import autodiscover_modules
 
@@ -17,10 +17,14 @@ _declared = []
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecurringSpec:
-    """A static recurring task: what to enqueue, when, and where it was declared."""
+    """A recurring task: what to enqueue, when, and where it was declared.
+
+    @recurring, OPTIONS["recurring"] and schedule_recurring_task all make one.
+    """
 
     key: str
-    task_path: str
+    # The dotted path of the task, as "task" in OPTIONS["recurring"].
+    task: str
     schedule: str
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
@@ -32,7 +36,8 @@ class RecurringSpec:
     # The TASKS alias whose scheduler enqueues it.
     backend: str = "default"
     # Where it was declared, for messages: "@recurring on app.tasks.cleanup".
-    origin: str = ""
+    # Not part of what the task is, so two equal tasks compare equal.
+    origin: str = field(default="", compare=False)
 
     def describe(self):
         return f"Recurring task {self.key!r} ({self.origin})"
@@ -67,7 +72,7 @@ def recurring(
         _declared.append(
             RecurringSpec(
                 key=key,
-                task_path=task.module_path,
+                task=task.module_path,
                 schedule=schedule,
                 args=tuple(args),
                 kwargs=dict(kwargs or {}),
@@ -92,25 +97,8 @@ def declared_specs():
 
 
 def settings_specs(options):
-    """The entries of a backend's OPTIONS["recurring"], as RecurringSpecs."""
-    where = f"TASKS[{options.alias!r}]['OPTIONS']['recurring']"
-    return [
-        RecurringSpec(
-            key=entry.key,
-            task_path=entry.task,
-            schedule=entry.schedule,
-            args=entry.args,
-            kwargs=entry.kwargs,
-            queue_name=entry.queue_name,
-            priority=entry.priority,
-            timezone=entry.timezone,
-            description=entry.description,
-            missed=entry.missed,
-            backend=options.alias,
-            origin=f"{where}[{entry.key!r}]",
-        )
-        for entry in options.recurring
-    ]
+    """The entries of a backend's OPTIONS["recurring"], run by that backend."""
+    return [replace(spec, backend=options.alias) for spec in options.recurring]
 
 
 def static_specs(options):

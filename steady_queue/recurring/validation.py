@@ -67,7 +67,7 @@ def problems(spec):
 
 def _task_problems(spec, where):
     try:
-        task = load_task(spec.task_path)
+        task = load_task(spec.task)
     except TaskNotFoundError as error:
         return [
             (
@@ -81,7 +81,7 @@ def _task_problems(spec, where):
         task.using(
             queue_name=spec.queue_name, priority=spec.priority, backend=spec.backend
         )
-        serialize_arguments(spec.task_path, spec.args, spec.kwargs)
+        serialize_arguments(spec.task, spec.args, spec.kwargs)
     except (InvalidTask, InvalidTaskBackend, EnqueueError, TypeError) as error:
         return [
             (

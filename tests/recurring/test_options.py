@@ -3,12 +3,8 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from steady_queue.conf import (
-    RecurringEntry,
-    SchedulerConfig,
-    parse_options,
-    read_options,
-)
+from steady_queue.conf import SchedulerConfig, parse_options, read_options
+from steady_queue.recurring.specs import RecurringSpec
 
 
 def errors_for(raw):
@@ -47,7 +43,7 @@ def test_a_recurring_entry_is_read_with_its_key():
         polling_interval=0.5, dynamic_tasks=True
     )
     assert options.recurring == (
-        RecurringEntry(
+        RecurringSpec(
             key="cleanup",
             task="app.tasks.cleanup",
             schedule="every hour",
