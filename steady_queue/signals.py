@@ -17,10 +17,12 @@ process_exited = Signal()
 # planned (True when the child asked to be replaced: recycled, or it stopped a
 # job past its timeout).
 process_replaced = Signal()
-# A supervisor pruned processes whose heartbeat expired. Arguments: processes.
+# A supervisor pruned processes whose heartbeat expired. Arguments: processes
+# (a list; sent once per process, as each is pruned).
 processes_pruned = Signal()
 # Claims of a gone process were resolved. Arguments: process_name, job_ids,
-# resolution ("failed" or "released"), reason.
+# resolution (always "failed": a gone process's claims are never released,
+# see Supervisor.child_exited), reason.
 claims_resolved = Signal()
 # A scheduler enqueued the job of a recurring task's tick.
 # Arguments: key, run_at, task_result.

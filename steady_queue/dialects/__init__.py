@@ -28,6 +28,27 @@ def is_lock_conflict(error):
     return any(dialect.is_lock_conflict(error) for dialect in DIALECTS.values())
 
 
+def refuses_the_row(error, connection):
+    """Whether a database error is about the rows written, not the database.
+
+    A lock conflict or a connection that no longer answers says nothing about
+    the row: the write may work next time, so no one may give up on the row
+    for it (fail a job without writing it, say). Anything else, while a
+    trivial query still works, is the row's own.
+    """
+    return not is_lock_conflict(error) and answers(connection)
+
+
+def answers(connection):
+    """Whether a trivial query works on this connection now."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
 FALLBACK = Dialect()
 LOCK_RETRIES = 5
 
@@ -43,4 +64,11 @@ def retrying_lock_conflicts(function, *args, **kwargs):
             time.sleep(0.01 * (attempt + 1))
 
 
-__all__ = ["Dialect", "dialect_for", "is_lock_conflict", "retrying_lock_conflicts"]
+__all__ = [
+    "Dialect",
+    "answers",
+    "dialect_for",
+    "is_lock_conflict",
+    "refuses_the_row",
+    "retrying_lock_conflicts",
+]

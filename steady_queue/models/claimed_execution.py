@@ -9,6 +9,7 @@ from django.db import DatabaseError, models, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
+from ..dialects import refuses_the_row
 from .execution import Execution, ExecutionQuerySet
 
 logger = logging.getLogger("steady_queue")
@@ -274,7 +275,11 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             claim = self.filter(job_id=job_id)
             try:
                 failed += claim.fail_all_with(error, worker_ids_by_process)
-            except DatabaseError:
+            except DatabaseError as refused:
+                # A lock conflict or an outage is not this row's fault: let the
+                # caller's guard retry the sweep rather than give up the row.
+                if not refuses_the_row(refused, self.connection):
+                    raise
                 logger.exception(
                     "Could not record the failure of job %s in its row; failing it "
                     "without writing the row",

@@ -80,8 +80,9 @@ class ProcessQuerySet(QueueQuerySet):
         return quiet
 
     def prune(self):
-        """Deregister these processes, failing the jobs they held; return them."""
-        pruned = []
+        """Deregister these processes one by one, failing the jobs they held;
+        yield each as it is pruned, so a failure midway loses no report of
+        the ones before it."""
         for process in self.order_by("pk"):
             message = (
                 f"{process.describe()} stopped heartbeating (last at "
@@ -92,8 +93,7 @@ class ProcessQuerySet(QueueQuerySet):
             process.resolved_job_ids = process.deregister(
                 claims_error=error_payload(ProcessPrunedError, message)
             )
-            pruned.append(process)
-        return pruned
+            yield process
 
 
 class Process(models.Model):

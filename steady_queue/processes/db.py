@@ -3,7 +3,13 @@
 import logging
 import time
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import (
+    DatabaseError,
+    Error,
+    InterfaceError,
+    OperationalError,
+    connections,
+)
 
 from ..dialects import retrying_lock_conflicts
 
@@ -59,15 +65,6 @@ class DatabaseGuard:
             return float("inf")
         return time.monotonic() - self.last_failure_at
 
-    def database_answers(self):
-        """Whether a trivial query works: tells an outage from one bad row."""
-        try:
-            with connections[self.database].cursor() as cursor:
-                cursor.execute("SELECT 1")
-            return True
-        except Exception:
-            return False
-
     def backoff(self):
         return min(self.max_backoff, 0.5 * 2 ** min(self.failures - 1, 6))
 
@@ -78,10 +75,31 @@ def close_quietly(database=None):
         [connections[database]] if database else connections.all(initialized_only=True)
     )
     for connection in targets:
+        forget_a_leaked_transaction(connection)
         try:
             connection.close()
-        except DatabaseError:
+        except Error:
             # Closing a connection the server already dropped (PyMySQL: "Already
-            # closed") must not turn a handled outage into a crash; Django has
-            # dropped its handle anyway, so the next query reconnects.
+            # closed", an Error that is no DatabaseError) must not turn a handled
+            # outage into a crash; Django has dropped its handle anyway, so the
+            # next query reconnects.
             pass
+
+
+def forget_a_leaked_transaction(connection):
+    """Clear Django's "in a transaction" state that no atomic block owns.
+
+    Only for callers outside every atomic block (the guard, between polls).
+    When a COMMIT's closing ``SET autocommit=1`` fails on a killed
+    connection, Django keeps autocommit off; the next atomic() then believes
+    a transaction is open, fails on its SAVEPOINT, and leaves
+    ``in_atomic_block`` set with no block to clear it. Every later query
+    would fail ("Cannot open a new connection in an atomic block"), for
+    good: a worker would hold its claims and never record them.
+    """
+    if connection.in_atomic_block and not connection.atomic_blocks:
+        connection.in_atomic_block = False
+        connection.savepoint_ids = []
+        connection.needs_rollback = False
+        connection.closed_in_transaction = False
+        connection.commit_on_exit = True

@@ -9,18 +9,20 @@ def prune_dead_processes(owner):
     """Deregister processes whose heartbeat expired, failing their claims."""
     from ..models import Process
 
-    pruned = (
+    dead = (
         Process.objects.using(owner.database)
         .prunable(owner.options.process_alive_threshold)
         .exclude(pk=owner.process.pk)
         # Our own children are alive whatever their rows say: we reap the dead.
         .exclude(name__in=owner.live_child_names())
-        .prune()
     )
-    if pruned:
-        send_hook(signals.processes_pruned, type(owner), processes=pruned)
-    for process in pruned:
-        if getattr(process, "resolved_job_ids", None):
+    pruned = []
+    # Reported one by one, as each commits: if pruning the next one fails,
+    # the ones before it are still logged and signalled.
+    for process in dead.prune():
+        pruned.append(process)
+        send_hook(signals.processes_pruned, type(owner), processes=[process])
+        if process.resolved_job_ids:
             send_hook(
                 signals.claims_resolved,
                 type(owner),

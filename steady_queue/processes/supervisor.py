@@ -304,18 +304,17 @@ class Supervisor(Runnable):
             )
 
     def resolve_claims_of(self, child, error, reason):
-        """Remove a gone child's row; fail its claims with error, or release them."""
+        """Remove a gone child's row and fail the claims it still held with error."""
         from ..models import Process
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
             return row.deregister(claims_error=error) if row else []
 
-        resolution = "released" if error is None else "failed"
         self.settle(
             child.name,
             resolve,
-            lambda job_ids: self.report_resolved(child, job_ids, resolution, reason),
+            lambda job_ids: self.report_resolved(child, job_ids, "failed", reason),
         )
 
     def settle(self, name, resolve, report):

@@ -11,6 +11,9 @@ import threading
 import time
 from inspect import iscoroutinefunction
 
+from django.db import connections
+
+from ..dialects import refuses_the_row
 from ..exceptions import OutcomeNotStoredError, TaskNotFoundError, error_payload
 from ..outcome import Outcome
 from ..queue_selector import QueueSelector
@@ -203,7 +206,11 @@ class Worker(Poller):
                 self.unrecorded, self.process.pk, self.options.preserve_finished_jobs
             )
             done, self.unrecorded = self.unrecorded, []
-        except Exception:
+        except Exception as error:
+            if not refuses_the_row(error, connections[self.database]):
+                # An outage or a lock conflict: everything waits for the next
+                # poll, after the guard has given us a fresh connection.
+                raise
             # One outcome the database refuses must not hold back the others
             # (nor, at shutdown, send finished jobs back to run again).
             recorded, done, outage = self.record_one_at_a_time(claims)
@@ -230,11 +237,17 @@ class Worker(Poller):
             try:
                 recorded += self._finalize(claims, outcome)
             except Exception as refused:
+                connection = connections[self.database]
+                if not refuses_the_row(refused, connection):
+                    # A lock conflict or an outage: the outcome itself may be
+                    # fine, so it waits for the next poll, unchanged.
+                    outage = refused
+                    break
                 try:
                     substitute = outcome_not_stored(outcome, refused)
                     recorded += self._finalize(claims, substitute)
                 except Exception as error:
-                    if not self.guard.database_answers():
+                    if not refuses_the_row(error, connection):
                         outage = error
                         break
                     # The database works but will not update this job's row.

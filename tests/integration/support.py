@@ -11,6 +11,7 @@ from pathlib import Path
 from django.db import connection, connections
 
 from steady_queue import enqueue_many
+from steady_queue.dialects import answers
 from steady_queue.models import (
     ClaimedExecution,
     FailedExecution,
@@ -102,11 +103,13 @@ def wait_for_boot(supervisor, workers=1, timeout=20):
 
 
 def wait_for_log(supervisor, text, timeout=20):
-    wait_for(
-        lambda: text in supervisor.log(),
-        timeout=timeout,
-        message=f"{text!r} in the supervisor's log",
-    )
+    try:
+        wait_for(lambda: text in supervisor.log(), timeout=timeout)
+    except AssertionError:
+        raise AssertionError(
+            f"{text!r} not in the supervisor's log within {timeout}s; its end:\n"
+            + "\n".join(supervisor.log().splitlines()[-40:])
+        ) from None
 
 
 def wait_for_exit(supervisor, timeout=30):
@@ -173,7 +176,16 @@ def wait_until_settled(total, timeout=120):
         states = job_states()
         return states["succeeded"] + states["failed"] == total and states
 
-    return wait_for(settled, timeout=timeout, interval=0.2, message="jobs settled")
+    try:
+        return wait_for(settled, timeout=timeout, interval=0.2)
+    except AssertionError:
+        holders = ClaimedExecution.objects.values_list("process_id", flat=True)
+        processes = Process.objects.values_list("pk", "name", "last_heartbeat_at")
+        raise AssertionError(
+            f"{total} jobs not settled within {timeout}s: {job_states()}; claims "
+            f"by process: {dict(collections.Counter(holders))}; processes: "
+            f"{list(processes)}"
+        ) from None
 
 
 def account_for(results, path):
@@ -273,12 +285,7 @@ def wait_for_database(timeout=60):
             connections.close_all()
         except Exception:
             pass
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            return True
-        except Exception:
-            return False
+        return answers(connection)
 
     wait_for(reachable, timeout=timeout, interval=0.2, message="database is back")
 

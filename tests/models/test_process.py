@@ -48,7 +48,7 @@ def test_prune_fails_the_claims_with_a_pruned_error_and_deletes_the_row():
     process = register("worker-stale", heartbeat_age=600)
     job = claim_one(process)
 
-    pruned = Process.objects.prunable(300).prune()
+    pruned = list(Process.objects.prunable(300).prune())
 
     assert [p.name for p in pruned] == ["worker-stale"]
     assert not Process.objects.exists()
