@@ -9,7 +9,7 @@ DJANGO_dj60 := Django==6.0.*
 DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
 EXTRAS := postgres,pymysql,test
 
-.PHONY: test test-fast demo bench docs lint clean env
+.PHONY: test test-fast demo bench docs lint clean env chromium
 .PRECIOUS: $(VENVS)/%/.installed
 
 $(VENVS)/%/.installed: pyproject.toml
@@ -23,10 +23,15 @@ env: $(VENVS)/dj61/.installed
 
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
 # PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors).
-test: $(VENVS)/dj61/.installed $(VENVS)/dj60/.installed $(VENVS)/dj52/.installed
-	@bash scripts/install-chromium
+# The three virtualenvs and Chromium are installed side by side.
+test:
+	@$(MAKE) --no-print-directory -j4 $(VENVS)/dj61/.installed \
+		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed chromium
 	@bash scripts/test-matrix
 	@$(MAKE) --no-print-directory docs
+
+chromium:
+	@bash scripts/install-chromium
 
 # One database, one Django: make test-fast DB=postgres
 DB ?= sqlite

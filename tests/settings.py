@@ -49,6 +49,9 @@ TEMPLATES = [
 ]
 
 DATABASE = os.environ.get("SQ_TEST_DB", "sqlite")
+# Runs side by side (scripts/test-matrix) keep their test databases apart:
+# test_<NAME><suffix> on PostgreSQL and MariaDB.
+TEST_SUFFIX = os.environ.get("SQ_TEST_DB_SUFFIX", "")
 # Forked supervisors in integration tests connect to the test database directly.
 TEST_DATABASE_NAME = os.environ.get("SQ_TEST_DATABASE_NAME")
 
@@ -62,6 +65,9 @@ if DATABASE == "postgres":
             "PASSWORD": os.environ.get("SQ_PG_PASSWORD", ""),
             "NAME": TEST_DATABASE_NAME or os.environ.get("SQ_PG_NAME", "test"),
         }
+    }
+    DATABASES["default"]["TEST"] = {
+        "NAME": f"test_{DATABASES['default']['NAME']}{TEST_SUFFIX}"
     }
 elif DATABASE == "mysql":
     try:
@@ -82,6 +88,9 @@ elif DATABASE == "mysql":
             "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
         }
     }
+    DATABASES["default"]["TEST"]["NAME"] = (
+        f"test_{DATABASES['default']['NAME']}{TEST_SUFFIX}"
+    )
 elif DATABASE == "sqlite":
     # A file, not :memory:, so forked supervisors see the same database.
     sqlite_path = os.environ.get(
@@ -126,7 +135,7 @@ else:
     _queue_database["NAME"] = f"{_queue_database['NAME']}_queue"
     _queue_database["TEST"] = {
         **_queue_database.get("TEST", {}),
-        "NAME": f"test_{_queue_database['NAME']}",
+        "NAME": f"test_{_queue_database['NAME']}{TEST_SUFFIX}",
     }
 if TEST_DATABASE_NAME:
     # A forked supervisor (integration tests): the queue test database exists

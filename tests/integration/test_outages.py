@@ -96,6 +96,9 @@ def test_cutting_every_connection_again_and_again_loses_no_job(
     stop(supervisor)
 
 
+# Deselected in the parallel test matrix, which runs it alone afterwards: the
+# restart cuts every connection of every run sharing the server.
+@pytest.mark.restarts_server
 @postgres_only
 def test_the_run_survives_a_postgres_restart(start_supervisor, tmp_path):
     path = tmp_path / "runs"
