@@ -137,8 +137,11 @@ class Supervisor(Runnable):
     def stop_working(self):
         """Stop every child, waiting up to shutdown_timeout (plus a grace) for it."""
         self.pending_restarts.clear()
-        self.signal_children(immediate=self.immediate)
+        # Read once, before signalling: a second Ctrl-C landing between the
+        # two would otherwise count as passed on while the children got only
+        # SIGTERM, and they would be given the whole shutdown_timeout.
         asked_immediately = self.immediate
+        self.signal_children(immediate=asked_immediately)
         deadline = time.monotonic() + self.options.shutdown_timeout + SHUTDOWN_GRACE
         while self.children and time.monotonic() < deadline:
             if self.immediate and not asked_immediately:

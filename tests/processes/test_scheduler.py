@@ -189,6 +189,9 @@ def test_a_poll_sleeps_until_the_next_tick_or_at_most_a_minute(clock, make_sched
 
     assert scheduler.poll() == pytest.approx(0.75 + WAKE_SLACK)
 
+    # Half a minute past the hour: the next hourly tick is an hour away, not
+    # the few seconds it would be if the real clock were just before the hour.
+    clock.moment = clock.moment.replace(minute=0, second=30)
     idle = make_scheduler({"hourly": {**EVERY_SECOND, "schedule": "every hour"}})
     assert idle.poll() == pytest.approx(MAX_SLEEP + WAKE_SLACK)
 

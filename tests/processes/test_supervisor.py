@@ -400,3 +400,34 @@ def test_stopping_drops_pending_restarts_and_settles_what_was_refused(supervisor
         TaskResultStatus.FAILED,
         "steady_queue.exceptions.ProcessExitError",
     )
+
+
+class InterruptedWhileSignalling(RecordingSupervisor):
+    """Records each signal_children call; a second Ctrl-C lands in the first,
+    as it can in the real process, between the signal and what follows it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.signalled = []
+
+    def signal_children(self, immediate):
+        self.signalled.append(immediate)
+        if len(self.signalled) == 1:
+            self.stop(immediate=True)
+        if immediate:
+            self.children.clear()
+
+
+def test_a_second_interrupt_during_the_first_signal_reaches_the_children(backend):
+    supervisor = InterruptedWhileSignalling(backend, child_specs(backend.config))
+    supervisor.children["worker"] = Child(
+        spec=supervisor.specs[0], name="worker-busy", started_at=time.monotonic()
+    )
+    supervisor.stop()
+    try:
+        began = time.monotonic()
+        supervisor.stop_working()
+    finally:
+        supervisor.close_wake_pipe()
+    assert supervisor.signalled == [False, True]
+    assert time.monotonic() - began < 2
