@@ -111,10 +111,15 @@ def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
     # With 12 threads and 50 runs per key, a limit of 3 is actually reached.
     assert max(peaks[f"three-{index}"] for index in range(3)) > 1, peaks
     assert BlockedExecution.objects.count() == 0
-    assert {s.key: (s.value, s.limit) for s in Semaphore.objects.all()} == {
+    # Every slot given back. A semaphore may be gone altogether: once free and
+    # past its duration (5 s for one_at_a_time), maintenance deletes it, and a
+    # slow run (a loaded machine) outlasts that.
+    expected = {
         **{f"tests.tasks.one_at_a_time/one-{i}": (1, 1) for i in range(4)},
         **{f"tests.tasks.three_at_a_time/three-{i}": (3, 3) for i in range(3)},
     }
+    left = {s.key: (s.value, s.limit) for s in Semaphore.objects.all()}
+    assert left == {key: expected[key] for key in left}
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0
 
@@ -196,8 +201,8 @@ def test_a_forced_run_leaves_the_runs_after_it_within_the_limit(
     # ...and the runs after both never did: each slot given back was taken.
     assert most_at_once(spans[2:]) == 1, spans
     assert min(start for start, _ in spans[2:]) >= max(end for _, end in spans[:2])
-    assert {s.key: (s.value, s.limit) for s in Semaphore.objects.all()} == {
-        "tests.tasks.one_at_a_time/forced": (1, 1)
-    }
+    # The slot is free again (or its semaphore already expired and was deleted).
+    left = {s.key: (s.value, s.limit) for s in Semaphore.objects.all()}
+    assert left in ({"tests.tasks.one_at_a_time/forced": (1, 1)}, {})
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0
