@@ -54,3 +54,20 @@ def test_lock_conflicts_are_told_from_other_errors():
     assert not is_lock_conflict(OperationalError("no such table: x"))
     deadlock = OperationalError(1213, "Deadlock found when trying to get lock")
     assert is_lock_conflict(deadlock)
+
+
+def test_a_lost_connection_is_never_the_rows_fault():
+    from django.db import InterfaceError
+
+    from steady_queue.dialects import is_connection_lost, refuses_the_row
+
+    lost = OperationalError(2013, "Lost connection to MySQL server during query")
+    gone = InterfaceError(0, "")
+    refused = OperationalError(4025, "CONSTRAINT `jobs.arguments` failed")
+    assert is_connection_lost(lost) and is_connection_lost(gone)
+    assert not is_connection_lost(refused)
+    # The database answers (a fresh connection would), yet the lost
+    # connection says nothing about the row.
+    assert not refuses_the_row(lost, connection)
+    assert not refuses_the_row(gone, connection)
+    assert refuses_the_row(refused, connection)

@@ -7,7 +7,7 @@ the family's module here.
 
 import time
 
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 
 from .base import Dialect
 from .mysql import MySQL
@@ -36,7 +36,19 @@ def refuses_the_row(error, connection):
     for it (fail a job without writing it, say). Anything else, while a
     trivial query still works, is the row's own.
     """
-    return not is_lock_conflict(error) and answers(connection)
+    if is_lock_conflict(error) or is_connection_lost(error):
+        return False
+    # Not enough alone: a failed rollback makes Django drop the connection,
+    # so this may be a fresh one answering for a dead one (hence the check
+    # above).
+    return answers(connection)
+
+
+def is_connection_lost(error):
+    """Whether a database error says the connection itself is gone."""
+    if isinstance(error, InterfaceError):
+        return True
+    return any(dialect.is_connection_lost(error) for dialect in DIALECTS.values())
 
 
 def answers(connection):
@@ -68,6 +80,7 @@ __all__ = [
     "Dialect",
     "answers",
     "dialect_for",
+    "is_connection_lost",
     "is_lock_conflict",
     "refuses_the_row",
     "retrying_lock_conflicts",

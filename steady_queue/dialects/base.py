@@ -81,6 +81,10 @@ class Dialect:
     def announce_ready(self, cursor, channel, queue_names):
         """Tell listening workers about new ready jobs (nothing where none listen)."""
 
+    def is_connection_lost(self, error):
+        """Whether this error is one of this family's "connection gone" errors."""
+        return False
+
     def is_lock_conflict(self, error):
         """Whether this error is one of this family's retryable lock conflicts."""
         return False

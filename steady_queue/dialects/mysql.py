@@ -8,6 +8,10 @@ from .base import Dialect
 # rolled back and may run again.
 LOCK_CONFLICT_CODES = {1205, 1213}
 
+# 2006 server has gone away, 2013 lost connection during query, 2014 commands
+# out of sync, 2055 lost connection at the handshake: the connection is gone.
+CONNECTION_LOST_CODES = {2006, 2013, 2014, 2055}
+
 # InnoDB's own estimate of a table's rows (statistics, not a count).
 ESTIMATED_ROWS_SQL = (
     "SELECT table_rows FROM information_schema.tables "
@@ -49,6 +53,11 @@ class MySQL(Dialect):
         cursor.execute(ESTIMATED_ROWS_SQL, [table])
         row = cursor.fetchone()
         return row[0] if row else 0
+
+    def is_connection_lost(self, error):
+        cause = error.__cause__ or error
+        args = getattr(cause, "args", ())
+        return bool(args) and args[0] in CONNECTION_LOST_CODES
 
     def is_lock_conflict(self, error):
         cause = error.__cause__ or error

@@ -6,6 +6,10 @@ from .base import Dialect
 # rolled back and may run again.
 LOCK_CONFLICT_STATES = {"40P01", "55P03"}
 
+# Class 08 (connection exception) and 57P01-57P03 (the server is shutting
+# down or restarting): the connection is gone, whatever the statement was.
+CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}
+
 # Announce queues with new ready jobs; delivered when the transaction commits.
 ANNOUNCE_READY_SQL = "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name"
 
@@ -33,6 +37,21 @@ class PostgreSQL(Dialect):
     def announce_ready(self, cursor, channel, queue_names):
         cursor.execute(ANNOUNCE_READY_SQL, [channel, sorted(set(queue_names))])
 
+    def is_connection_lost(self, error):
+        from django.db import OperationalError
+
+        cause = error.__cause__ or error
+        state = getattr(cause, "sqlstate", None)
+        if state is None:
+            # psycopg reports a dropped connection ("the connection is lost",
+            # "consuming input failed") with no SQLSTATE at all.
+            return isinstance(error, OperationalError) and _is_psycopg(cause)
+        return state.startswith("08") or state in CONNECTION_LOST_STATES
+
     def is_lock_conflict(self, error):
         cause = error.__cause__ or error
         return getattr(cause, "sqlstate", None) in LOCK_CONFLICT_STATES
+
+
+def _is_psycopg(error):
+    return type(error).__module__.startswith("psycopg")
