@@ -2,11 +2,11 @@
 
 __version__ = "0.1.0"
 
-from .concurrency import limits_concurrency
-from .on_commit import enqueue_on_commit
-from .retries import exponential, fixed, retry
-from .timeouts import timeout
-from .unique import unique
+from .decorators.concurrency import limits_concurrency
+from .decorators.on_commit import enqueue_on_commit
+from .decorators.retries import exponential, fixed, retry
+from .decorators.timeouts import timeout
+from .decorators.unique import unique
 
 __all__ = [
     "__version__",

@@ -4,7 +4,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from . import checks
-from .arguments import serialize_arguments
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -12,12 +11,13 @@ from .compat import (
     TaskResultDoesNotExist,
     task_enqueued,
 )
-from .concurrency import limit_of
 from .conf import parse_options
+from .decorators.concurrency import limit_of
+from .decorators.unique import unique_of
 from .exceptions import TaskNotFoundError
-from .results import build_result
-from .task_loader import is_project_module, load_task, missing_task
-from .unique import unique_of
+from .pipeline.arguments import serialize_arguments
+from .pipeline.loader import is_project_module, load_task, missing_task
+from .pipeline.results import build_result
 
 
 class SteadyQueueBackend(BaseTaskBackend):
@@ -96,7 +96,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         module = task.func.__module__
         if not is_project_module(module):
             # Workers load tasks only from the project's packages (see
-            # task_loader): refuse now what no worker would ever run.
+            # pipeline.loader): refuse now what no worker would ever run.
             raise InvalidTask(
                 f"{task.module_path} is defined in the module {module!r}, outside "
                 "the installed apps and the settings module's package, so no "

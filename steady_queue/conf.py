@@ -345,7 +345,7 @@ _RETRY_NUMBERS = {
 
 
 def _retry_policy(value, where, errors):
-    from .retries import policy_from_options
+    from .decorators.retries import policy_from_options
 
     if isinstance(value, dict):
         value = dict(value)

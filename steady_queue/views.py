@@ -6,8 +6,8 @@ from django.conf import settings
 from django.http import HttpResponse, HttpResponseForbidden
 from django.views.decorators.http import require_GET
 
-from . import metrics as metrics_module
 from .compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
+from .reporting import metrics as metrics_module
 
 
 @require_GET

@@ -6,7 +6,7 @@ import time
 
 from steady_queue import limits_concurrency, retry, unique
 from steady_queue.compat import task
-from steady_queue.timeouts import timeout
+from steady_queue.decorators.timeouts import timeout
 
 
 @task

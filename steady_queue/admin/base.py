@@ -4,7 +4,7 @@ from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
-from ..job_states import COUNT_LIMIT
+from ..states import COUNT_LIMIT
 
 
 def queue_backend():

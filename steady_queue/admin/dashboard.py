@@ -3,10 +3,10 @@
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from .. import charts
-from ..job_states import counts_by_state, is_estimate
-from ..queues import configured_queue_names, queue_overview
-from ..throughput import failure_rate, per_minute
+from ..reporting import charts
+from ..reporting.queues import configured_queue_names, queue_overview
+from ..reporting.throughput import failure_rate, per_minute
+from ..states import counts_by_state, is_estimate
 from .base import can, queue_backend, queue_database
 
 # Seconds between the page's own reloads (a meta refresh: no JavaScript).

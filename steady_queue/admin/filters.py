@@ -5,8 +5,8 @@ from datetime import timedelta
 from django.contrib import admin
 from django.utils import timezone
 
-from ..job_states import COUNT_LIMIT, STATES, counts_by_state, in_state
-from ..queues import configured_queue_names, queue_overview
+from ..reporting.queues import configured_queue_names, queue_overview
+from ..states import COUNT_LIMIT, STATES, counts_by_state, in_state
 from .base import queue_backend, queue_database
 
 # The task filter offers the tasks of this many recent jobs: reading every

@@ -9,8 +9,8 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from ..job_states import state_of, with_state
 from ..models import BlockedExecution, FailedExecution, Job, ScheduledExecution
+from ..states import state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter

@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Pause
-from ..queues import configured_queue_names, queue_overview
+from ..reporting.queues import configured_queue_names, queue_overview
 from .base import ReadOnlyAdmin, can, queue_backend, queue_database
 
 

@@ -28,7 +28,7 @@ def handle(command, options):
     from django.utils import timezone
 
     from ..models import Job
-    from ..progress import ProgressBar
+    from ..reporting.progress import ProgressBar
 
     backend = common.steady_queue_backend(options["backend"])
     older_than = options["older_than"]
@@ -54,7 +54,7 @@ def handle(command, options):
 
 def duration(text):
     """Parse --older-than into seconds, as argparse wants its errors."""
-    from ..progress import parse_duration
+    from ..reporting.progress import parse_duration
 
     try:
         return parse_duration(text)

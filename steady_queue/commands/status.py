@@ -11,7 +11,7 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..status import print_status
+    from ..reporting.status import print_status
 
     backend = common.steady_queue_backend(options["backend"])
     print_status(backend, command.stdout, as_json=options["json"])

@@ -233,7 +233,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         A claim whose process left no name counts its attempt under the
         process id, so attempts still count every start.
         """
-        from ..outcome import Outcome
+        from ..pipeline.outcome import Outcome
         from .job import Job
 
         now = timezone.now()
@@ -361,7 +361,7 @@ def with_retry_decided(outcome):
     """The outcome, with retry_at set if its job's retry policy runs it again."""
     if outcome.succeeded:
         return outcome
-    from ..retries import policy_for_job
+    from ..decorators.retries import policy_for_job
 
     # Every earlier attempt failed (a success ends the job), leaving an error.
     attempt = len(outcome.job.errors) + 1

@@ -461,7 +461,7 @@ class Job(models.Model):
         if not self.concurrency_key:
             return None
         if not hasattr(self, "_concurrency_limit"):
-            from ..concurrency import limit_for_path
+            from ..decorators.concurrency import limit_for_path
 
             self._concurrency_limit = limit_for_path(self.task_path)
         return self._concurrency_limit

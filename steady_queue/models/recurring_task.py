@@ -5,11 +5,11 @@ from functools import cached_property
 from django.db import IntegrityError, models, transaction
 from django.db.models import OuterRef, Subquery
 
-from ..arguments import decode_arguments, serialize_arguments
 from ..exceptions import RecurringTaskError
+from ..pipeline.arguments import decode_arguments, serialize_arguments
+from ..pipeline.loader import load_task
 from ..recurring.schedule import Schedule
 from ..recurring.specs import MISSED_POLICIES
-from ..task_loader import load_task
 from .base import QueueQuerySet
 
 # The columns a declaration sets; upserting a task rewrites exactly these.

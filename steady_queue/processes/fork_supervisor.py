@@ -7,8 +7,8 @@ import sys
 import time
 from functools import partial
 
+from ..decorators.timeouts import timeout_message
 from ..exceptions import TaskTimeoutError, error_payload
-from ..timeouts import timeout_message
 from .base import HANDLED_SIGNALS
 from .db import close_quietly
 from .sentinel import WatchedDeadlines, deadline_pipe

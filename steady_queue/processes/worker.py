@@ -13,13 +13,13 @@ from inspect import iscoroutinefunction
 
 from django.db import connections
 
+from ..decorators.timeouts import overrun_error, timeout_for
 from ..dialects import refuses_the_row
 from ..exceptions import OutcomeNotStoredError, TaskNotFoundError, error_payload
-from ..outcome import Outcome
-from ..queue_selector import QueueSelector
-from ..runner import JobRunner
-from ..task_loader import load_task
-from ..timeouts import overrun_error, timeout_for
+from ..pipeline.loader import load_task
+from ..pipeline.outcome import Outcome
+from ..pipeline.queue_selector import QueueSelector
+from ..pipeline.runner import JobRunner
 from .listener import ReadyListener
 from .poller import Poller
 from .pool import Pool

@@ -2,10 +2,10 @@
 
 from collections import defaultdict
 
-from ..arguments import serialize_arguments
 from ..compat import InvalidTask, InvalidTaskBackend
 from ..exceptions import EnqueueError, TaskNotFoundError
-from ..task_loader import load_task
+from ..pipeline.arguments import serialize_arguments
+from ..pipeline.loader import load_task
 from .phrases import ACCEPTED_FORMS
 from .schedule import Schedule, ScheduleError
 from .specs import MISSED_POLICIES

@@ -11,8 +11,8 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
-from steady_queue.outcome import Outcome
-from steady_queue.queue_selector import QueueSelector
+from steady_queue.pipeline.outcome import Outcome
+from steady_queue.pipeline.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import registered_process

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from steady_queue import signals
 from steady_queue.compat import TaskResultStatus
+from steady_queue.decorators.timeouts import overrun_error
 from steady_queue.models import ClaimedExecution, Process, ReadyExecution
+from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.supervisor import QUICK_DEATH, Child, child_specs
 from steady_queue.processes.thread_supervisor import ThreadSupervisor
-from steady_queue.queue_selector import QueueSelector
-from steady_queue.timeouts import overrun_error
 
 from .. import tasks
 

@@ -21,8 +21,8 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
+from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.worker import FULL_POOL_WAIT, Worker
-from steady_queue.queue_selector import QueueSelector
 
 from .. import tasks
 from ..helpers import wait_for

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .exceptions import ConcurrencyKeyError, TaskNotFoundError
+from ..exceptions import ConcurrencyKeyError, TaskNotFoundError
 from .task_settings import setting_decorator, setting_of
 
 ATTRIBUTE = "_steady_queue_concurrency"
@@ -39,7 +39,7 @@ class ConcurrencyLimit:
         """How long a slot may be held: this limit's, or the backend's default."""
         if self.duration is not None:
             return self.duration
-        from .compat import task_backends
+        from ..compat import task_backends
 
         try:
             config = task_backends[backend_name].config
@@ -83,7 +83,7 @@ def limit_for_path(task_path):
     A job whose task no longer imports is let through: the worker fails it with
     TaskNotFoundError without calling anything.
     """
-    from .task_loader import load_task
+    from ..pipeline.loader import load_task
 
     try:
         return limit_of(load_task(task_path))

@@ -12,9 +12,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
-from steady_queue.arguments import decode_arguments, serialize_arguments
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, FailedExecution, Job, ReadyExecution
+from steady_queue.pipeline.arguments import decode_arguments, serialize_arguments
 
 from .. import tasks
 from ..helpers import wait_for
@@ -125,9 +125,9 @@ BAD_VALUES = [
     pytest.param(1 + 2j, "builtins.complex", id="complex"),
     pytest.param(object(), "builtins.object", id="object"),
     pytest.param(Opaque, "builtins.type", id="class"),
-    pytest.param(Opaque(), "tests.backend.test_arguments.Opaque", id="instance"),
+    pytest.param(Opaque(), "tests.pipeline.test_arguments.Opaque", id="instance"),
     pytest.param(a_function, "builtins.function", id="function"),
-    pytest.param(Point(1, 2), "tests.backend.test_arguments.Point", id="namedtuple"),
+    pytest.param(Point(1, 2), "tests.pipeline.test_arguments.Point", id="namedtuple"),
     pytest.param(float("nan"), "the float nan", id="nan"),
     pytest.param(float("inf"), "the float inf", id="inf"),
     pytest.param({1: "one"}, "non-string key 1 (of type builtins.int", id="int-key"),

@@ -13,11 +13,11 @@ from steady_queue.models import (
     ScheduledExecution,
     UniqueKey,
 )
+from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
-from steady_queue.queue_selector import QueueSelector
 
-from . import tasks
-from .factories import registered_process
+from .. import tasks
+from ..factories import registered_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -52,7 +52,7 @@ def overrun_error(task_path, seconds, stack, stopped=True):
     runs on (thread mode). ``stack`` is the formatted stack of the thread that
     ran it, so the error shows where the task was when its time ran out.
     """
-    from .exceptions import TaskTimeoutError, error_payload
+    from ..exceptions import TaskTimeoutError, error_payload
 
     how = (
         "was stopped by replacing its worker"

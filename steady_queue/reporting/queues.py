@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from .job_states import execution_models
+from ..states import execution_models
 
 
 def queue_overview(database, configured=(), now=None):
@@ -11,7 +11,7 @@ def queue_overview(database, configured=(), now=None):
     Latency is the age of the queue's oldest ready job (0 when none is ready).
     ``configured`` adds queues that are declared but empty.
     """
-    from .models import Pause, ReadyExecution
+    from ..models import Pause, ReadyExecution
 
     now = now or timezone.now()
     counts = {

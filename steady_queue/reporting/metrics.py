@@ -8,7 +8,7 @@ table would go backwards whenever finished jobs are cleared.
 
 from django.utils import timezone
 
-from .job_states import counts_by_state
+from ..states import counts_by_state
 from .queues import queue_overview
 from .throughput import per_minute
 
@@ -18,7 +18,7 @@ WINDOW_MINUTES = 5
 
 def collect(backend, now=None):
     """Return the metrics as text in Prometheus' exposition format."""
-    from .models import Process
+    from ..models import Process
     from .queues import configured_queue_names
 
     now = now or timezone.now()

@@ -1,7 +1,7 @@
 """Builds TaskResults from job rows: the one place a result is put together."""
 
+from ..compat import TaskError, TaskResult, TaskResultStatus
 from .arguments import TAGGED, decode_arguments
-from .compat import TaskError, TaskResult, TaskResultStatus
 
 
 def status_of(job):

@@ -16,7 +16,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from .exceptions import (
+from ..exceptions import (
     ArgumentDecodeError,
     ArgumentRowMissingError,
     ArgumentsUnreadableError,

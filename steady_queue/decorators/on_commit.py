@@ -4,7 +4,7 @@ from functools import partial
 
 from django.db import transaction
 
-from .arguments import serialize_arguments
+from ..pipeline.arguments import serialize_arguments
 
 
 def enqueue_on_commit(task, *args, **kwargs):

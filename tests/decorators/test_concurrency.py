@@ -6,11 +6,11 @@ from datetime import timedelta
 import pytest
 
 from steady_queue import limits_concurrency
-from steady_queue.concurrency import ConcurrencyLimit, limit_of
+from steady_queue.decorators.concurrency import ConcurrencyLimit, limit_of
 from steady_queue.exceptions import ConcurrencyKeyError
 from steady_queue.models import Pause
 
-from . import tasks
+from .. import tasks
 
 
 def test_the_decorator_works_above_and_below_task():

@@ -5,7 +5,7 @@ stacked above or below ``@task``, and every ``Task.using()`` copy (which shares
 the function) keeps them.
 """
 
-from .compat import Task
+from ..compat import Task
 
 
 def setting_decorator(name, attribute, value):

@@ -8,17 +8,17 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .arguments import TAGGED, decode_arguments
-from .compat import (
+from ..compat import (
     TaskContext,
     TaskResultStatus,
     task_finished,
     task_started,
 )
-from .exceptions import TaskNotFoundError, TaskTimeoutError
+from ..decorators.timeouts import timeout_message
+from ..exceptions import TaskNotFoundError, TaskTimeoutError
+from .arguments import TAGGED, decode_arguments
 from .outcome import Outcome, storable_return_value, storable_text
 from .results import build_result
-from .timeouts import timeout_message
 
 logger = logging.getLogger("steady_queue")
 

@@ -18,12 +18,12 @@ from steady_queue.models import (
     ScheduledExecution,
     Semaphore,
 )
-from steady_queue.outcome import Outcome
+from steady_queue.pipeline.outcome import Outcome
+from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
-from steady_queue.queue_selector import QueueSelector
 
-from . import tasks
-from .factories import registered_process
+from .. import tasks
+from ..factories import registered_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "tests.tasks.one_at_a_time/k"

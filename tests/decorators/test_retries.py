@@ -7,10 +7,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from steady_queue import exponential, fixed, retry
 from steady_queue.conf import parse_options
+from steady_queue.decorators.retries import NO_RETRIES, RetryPolicy, policy_of
 from steady_queue.exceptions import ProcessExitError
-from steady_queue.retries import NO_RETRIES, RetryPolicy, policy_of
 
-from . import tasks
+from .. import tasks
 
 
 def test_the_decorator_works_above_and_below_task():

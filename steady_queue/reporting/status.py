@@ -4,9 +4,9 @@ import json
 
 from django.utils import timezone
 
-from .job_states import counts_by_state, is_estimate
+from ..recurring.status import recurring_lines, recurring_status
+from ..states import counts_by_state, is_estimate
 from .queues import queue_overview
-from .recurring.status import recurring_lines, recurring_status
 
 # The states kept in their own tables: exact counts, cheap to read.
 TABLED = ("ready", "scheduled", "running", "blocked", "failed")
@@ -14,7 +14,7 @@ TABLED = ("ready", "scheduled", "running", "blocked", "failed")
 
 def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
-    from .models import ClaimedExecution, Process
+    from ..models import ClaimedExecution, Process
 
     db = backend.database
     now = timezone.now()

@@ -6,12 +6,12 @@ import pytest
 from django.db import connection, transaction
 
 from steady_queue.models import ReadyExecution, UniqueKey
+from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
-from steady_queue.queue_selector import QueueSelector
 
-from . import tasks
-from .factories import registered_process
-from .helpers import wait_for
+from .. import tasks
+from ..factories import registered_process
+from ..helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.utils.module_loading import import_string
 
-from .exceptions import TaskNotFoundError
+from ..exceptions import TaskNotFoundError
 from .task_settings import setting_decorator, setting_of
 
 ATTRIBUTE = "_steady_queue_retry"
@@ -154,8 +154,8 @@ def policy_of(task):
 
 def policy_for_job(job):
     """The policy a failed job is judged by: its task's, else its backend's."""
-    from .compat import task_backends
-    from .task_loader import load_task
+    from ..compat import task_backends
+    from ..pipeline.loader import load_task
 
     try:
         policy = policy_of(load_task(job.task_path))

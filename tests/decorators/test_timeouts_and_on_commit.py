@@ -8,10 +8,10 @@ from django.db import transaction
 
 from steady_queue import enqueue_on_commit, timeout
 from steady_queue.conf import parse_options
+from steady_queue.decorators.timeouts import timeout_for
 from steady_queue.models import Job
-from steady_queue.timeouts import timeout_for
 
-from . import tasks
+from .. import tasks
 
 
 def test_timeout_is_read_whichever_order_it_is_stacked_in():

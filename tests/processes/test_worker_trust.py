@@ -12,11 +12,11 @@ from django.db import connection, transaction
 
 from steady_queue.compat import TaskResultStatus, task_finished
 from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
-from steady_queue.outcome import MAX_RESULT_BYTES
-from steady_queue.task_loader import load_task
+from steady_queue.pipeline.loader import load_task
+from steady_queue.pipeline.outcome import MAX_RESULT_BYTES
 
-from . import poison_tasks, tasks
-from .helpers import wait_for
+from .. import poison_tasks, tasks
+from ..helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -168,7 +168,7 @@ def test_the_loader_refuses_before_importing(module_outside_the_project):
 def test_an_error_payload_never_imports_the_class_it_names(
     module_outside_the_project,
 ):
-    from steady_queue.retries import exception_class_of
+    from steady_queue.decorators.retries import exception_class_of
 
     payload = {"exception_class_path": "sq_outside_module.Boom", "traceback": ""}
     assert exception_class_of(payload) is None
@@ -242,7 +242,7 @@ def registered(name):
 
 
 def claim(process, limit=10):
-    from steady_queue.queue_selector import QueueSelector
+    from steady_queue.pipeline.queue_selector import QueueSelector
 
     selector = QueueSelector(["*"], "default", pause_refresh=0)
     return ReadyExecution.objects.claim(selector, limit, process.pk)
@@ -293,7 +293,7 @@ def test_an_interrupted_attempt_counts_and_keeps_its_worker():
 
     second = registered("worker-second")
     (job,) = claim(second)
-    from steady_queue.outcome import Outcome
+    from steady_queue.pipeline.outcome import Outcome
 
     ClaimedExecution.objects.finalize_all(
         [
@@ -397,7 +397,7 @@ def test_an_outcome_the_database_refuses_is_replaced_by_a_failure(backend):
     worker = Worker(backend, backend.config.workers[0], name="worker-direct")
     worker.process = registered("worker-direct")
     jobs = {str(job.pk): job for job in claim(worker.process)}
-    from steady_queue.outcome import Outcome
+    from steady_queue.pipeline.outcome import Outcome
 
     def outcome(result, value):
         job = jobs[result.id]

@@ -48,7 +48,7 @@ class QueueSelector:
                 yield (name, ()), ready.filter(queue_name=name)
 
     def paused_queue_names(self):
-        from .models import Pause
+        from ..models import Pause
 
         now = time.monotonic()
         if self._paused_read_at is None or now - self._paused_read_at >= (

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .compat import normalize_json
-from .exceptions import ResultNotStorableError
+from ..compat import normalize_json
+from ..exceptions import ResultNotStorableError
 
 # A return value is kept in the job row; bigger ones are refused (the job fails)
 # rather than risking a write the database refuses (MariaDB's max_allowed_packet
@@ -48,7 +48,7 @@ class Outcome:
             return type(self.exception)
         if self.error is None:
             return None
-        from .retries import exception_class_of
+        from ..decorators.retries import exception_class_of
 
         return exception_class_of(self.error)
 

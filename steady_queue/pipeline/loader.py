@@ -13,8 +13,8 @@ from django.apps import apps
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .compat import Task
-from .exceptions import TaskNotFoundError
+from ..compat import Task
+from ..exceptions import TaskNotFoundError
 
 _loaded = {}
 

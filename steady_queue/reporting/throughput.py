@@ -14,7 +14,7 @@ def per_minute(database, minutes=60, now=None):
     differently. Jobs deleted on success (preserve_finished_jobs off) leave
     no row behind and are not counted.
     """
-    from .models import FailedExecution, Job
+    from ..models import FailedExecution, Job
 
     now = (now or timezone.now()).replace(second=0, microsecond=0) + timedelta(
         minutes=1
