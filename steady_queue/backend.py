@@ -18,6 +18,7 @@ from .exceptions import TaskNotFoundError
 from .pipeline.arguments import serialize_arguments
 from .pipeline.loader import is_project_module, load_task, missing_task
 from .pipeline.results import build_result
+from .states import TASK_RESULT_STATUS, with_state
 
 
 class SteadyQueueBackend(BaseTaskBackend):
@@ -53,9 +54,9 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        job = self._job_for(task, args, kwargs, timezone.now())
-        job = Job.objects.using(self.database).enqueue(job)
-        return self._enqueued(job, task)
+        request = self._request_for(task, args, kwargs, timezone.now())
+        enqueued = Job.objects.using(self.database).enqueue(request)
+        return self._enqueued(enqueued, task)
 
     def enqueue_many(self, task, calls):
         """Enqueue many calls of one task in a few statements; return their results.
@@ -67,9 +68,11 @@ class SteadyQueueBackend(BaseTaskBackend):
 
         self._validate(task)
         now = timezone.now()
-        jobs = [self._job_for(task, args, kwargs, now) for args, kwargs in calls]
-        jobs = Job.objects.using(self.database).enqueue_all(jobs)
-        return [self._enqueued(job, task) for job in jobs]
+        requests = [
+            self._request_for(task, args, kwargs, now) for args, kwargs in calls
+        ]
+        enqueued = Job.objects.using(self.database).enqueue_all(requests)
+        return [self._enqueued(each, task) for each in enqueued]
 
     def get_result(self, result_id):
         """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
@@ -81,7 +84,8 @@ class SteadyQueueBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(
                 f"{result_id!r} is not a steady_queue result id."
             ) from None
-        job = Job.objects.using(self.database).with_state().filter(pk=pk).first()
+        jobs = with_state(Job.objects.using(self.database).filter(pk=pk))
+        job = jobs.first()
         if job is None:
             raise TaskResultDoesNotExist(f"No job with result id {result_id!r}.")
         return build_result(job, self._task_for(job))
@@ -103,8 +107,9 @@ class SteadyQueueBackend(BaseTaskBackend):
                 "worker would run it. Move it into an installed app."
             )
 
-    def _job_for(self, task, args, kwargs, now):
-        from .models import Job
+    def _request_for(self, task, args, kwargs, now):
+        """The EnqueueRequest for one call: its job row and its task's settings."""
+        from .models import EnqueueRequest, Job
 
         limit = limit_of(task)
         job = Job(
@@ -117,17 +122,23 @@ class SteadyQueueBackend(BaseTaskBackend):
             enqueued_at=now,
             concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
         )
-        job._concurrency_limit = limit
-        job.unique = unique_of(task)
-        if job.unique is not None:
-            job.unique_key = job.unique.key_for(task, args, kwargs, job.arguments)
-        return job
+        unique = unique_of(task)
+        return EnqueueRequest(
+            job,
+            limit=limit,
+            unique=unique,
+            unique_key=unique.key_for(task, args, kwargs, job.arguments)
+            if unique
+            else None,
+        )
 
-    def _enqueued(self, job, task):
-        if getattr(job, "merged", False):
+    def _enqueued(self, enqueued, task):
+        job = enqueued.job
+        if enqueued.merged:
             # The pending run of a @unique task stands for this call.
             return build_result(job, self._task_for(job))
-        result = build_result(job, task)
+        status = TASK_RESULT_STATUS[enqueued.state]
+        result = build_result(job, task, status=status)
         task_enqueued.send(type(self), task_result=result)
         return result
 

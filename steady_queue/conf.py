@@ -387,3 +387,24 @@ def parse_options(raw, alias="default"):
     if errors:
         raise ImproperlyConfigured("\n".join(errors))
     return options
+
+
+def options_of_backend(alias):
+    """The parsed OPTIONS of the steady_queue backend called ``alias``.
+
+    None when ``TASKS`` has no such alias or it names another kind of backend:
+    a job keeps the alias it was enqueued under, which a later deploy may have
+    removed. A steady_queue backend whose OPTIONS are wrong raises
+    ImproperlyConfigured, as it does everywhere else.
+    """
+    from django.conf import settings
+
+    from .backend import SteadyQueueBackend
+    from .compat import task_backends
+
+    if alias not in getattr(settings, "TASKS", {}):
+        return None
+    backend = task_backends[alias]
+    if not isinstance(backend, SteadyQueueBackend):
+        return None
+    return backend.config

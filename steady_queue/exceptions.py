@@ -63,11 +63,11 @@ class ConcurrencyLimitDiscarded(SteadyQueueError):
 class DuplicateTaskError(EnqueueError):
     """A run of this @unique task with the same key is pending; nothing was written."""
 
-    def __init__(self, job, pending_job_id):
+    def __init__(self, task_path, unique_key, pending_job_id):
         self.result_id = str(pending_job_id)
         super().__init__(
-            f"{job.task_path} already has a pending run with the unique key "
-            f"{job.unique_key!r} (result id {pending_job_id}), and its @unique says "
+            f"{task_path} already has a pending run with the unique key "
+            f"{unique_key!r} (result id {pending_job_id}), and its @unique says "
             'on_duplicate="refuse". Wait for that run to start, or use '
             'on_duplicate="merge" to get its result instead.'
         )

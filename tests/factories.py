@@ -79,3 +79,26 @@ def registered_process(pk):
         },
     )
     return pk
+
+
+def run_outcome(job, **fields):
+    """The Outcome a worker would build for a claimed job: its task and claim time.
+
+    ``fields`` are Outcome's own (worker_id, finished_at, succeeded, ...).
+    """
+    from steady_queue.exceptions import TaskNotFoundError
+    from steady_queue.pipeline.loader import load_task
+    from steady_queue.pipeline.outcome import Outcome
+
+    claim = ClaimedExecution.objects.filter(job_id=job.pk).first()
+    try:
+        task = load_task(job.task_path)
+    except TaskNotFoundError:
+        task = None
+    fields.setdefault("claimed_at", claim.created_at if claim else timezone.now())
+    return Outcome(job=job, task=task, **fields)
+
+
+def jobs_of(claims):
+    """The jobs of ReadyExecution.objects.claim()'s Claims."""
+    return [claim.job for claim in claims]

@@ -10,24 +10,24 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from ..models import BlockedExecution, FailedExecution, Job, ScheduledExecution
-from ..states import state_of, with_state
+from ..states import State, state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter
 
 # What each button on a job's page needs: its permission and the states it acts on.
 OPERATIONS = {
-    "retry": ("retry_job", {"failed"}),
-    "discard": ("discard_job", {"failed", "scheduled"}),
-    "run_now": ("run_job_now", {"scheduled", "blocked"}),
+    "retry": ("retry_job", {State.FAILED}),
+    "discard": ("discard_job", {State.FAILED, State.SCHEDULED}),
+    "run_now": ("run_job_now", {State.SCHEDULED, State.BLOCKED}),
 }
 # The execution table and verb behind each (operation, state) pair.
 VERBS = {
-    ("retry", "failed"): (FailedExecution, methodcaller("retry_all")),
-    ("discard", "failed"): (FailedExecution, methodcaller("discard_all")),
-    ("discard", "scheduled"): (ScheduledExecution, methodcaller("discard_all")),
-    ("run_now", "scheduled"): (ScheduledExecution, methodcaller("make_ready_now")),
-    ("run_now", "blocked"): (BlockedExecution, methodcaller("make_ready_now")),
+    ("retry", State.FAILED): (FailedExecution, methodcaller("retry_all")),
+    ("discard", State.FAILED): (FailedExecution, methodcaller("discard_all")),
+    ("discard", State.SCHEDULED): (ScheduledExecution, methodcaller("discard_all")),
+    ("run_now", State.SCHEDULED): (ScheduledExecution, methodcaller("make_ready_now")),
+    ("run_now", State.BLOCKED): (BlockedExecution, methodcaller("make_ready_now")),
 }
 DONE = {"retry": "retried", "discard": "discarded", "run_now": "moved to ready"}
 
@@ -129,7 +129,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="state")
     def state_label(self, job):
-        state = getattr(job, "state", None) or state_of(job)
+        state = state_of(job)
         return format_html('<span class="sq-state sq-state-{}">{}</span>', state, state)
 
     @admin.display(description="attempts")
@@ -262,7 +262,7 @@ def _report_run_now(modeladmin, request, job):
     """Say where the job went: a scheduled job keeps to its concurrency limit."""
     now = modeladmin.get_object(request, str(job.pk))
     state = now.state if now is not None else "gone"
-    if state in ("ready", "claimed", "finished"):
+    if state in (State.READY, State.RUNNING, State.FINISHED):
         modeladmin.message_user(
             request, f"Job {job.pk} {DONE['run_now']}.", messages.SUCCESS
         )

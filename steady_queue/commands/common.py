@@ -70,3 +70,22 @@ def failed_jobs(backend, verb, options):
     if options["ids"]:
         failed = failed.filter(job_id__in=options["ids"])
     return failed
+
+
+def add_queue_argument(parser):
+    """Add the queue name pause and resume act on."""
+    parser.add_argument("queue", help="The queue's name.")
+
+
+def set_paused(command, options, paused):
+    """Pause (or resume) the named queue and say whether that changed anything."""
+    from ..models import Pause
+
+    pauses = Pause.objects.using(steady_queue_backend(options["backend"]).database)
+    queue = options["queue"]
+    verb = "paused" if paused else "resumed"
+    changed = pauses.pause(queue) if paused else pauses.resume(queue)
+    if changed:
+        command.stdout.write(f"Queue {queue!r} {verb}.")
+    else:
+        command.stdout.write(f"Queue {queue!r} was already {verb}.")

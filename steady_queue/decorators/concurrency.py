@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..exceptions import ConcurrencyKeyError, TaskNotFoundError
-from .task_settings import setting_decorator, setting_of
+from ..exceptions import ConcurrencyKeyError
+from .task_settings import seconds_setting, setting_decorator, setting_of
 
 ATTRIBUTE = "_steady_queue_concurrency"
 ON_CONFLICT = ("block", "discard")
@@ -39,13 +39,12 @@ class ConcurrencyLimit:
         """How long a slot may be held: this limit's, or the backend's default."""
         if self.duration is not None:
             return self.duration
-        from ..compat import task_backends
+        from ..conf import options_of_backend
 
-        try:
-            config = task_backends[backend_name].config
-        except Exception:  # not a steady_queue backend, or not configured any more
+        options = options_of_backend(backend_name)
+        if options is None:  # the job's backend alias was removed from TASKS
             return DEFAULT_DURATION
-        return timedelta(seconds=config.concurrency_duration)
+        return timedelta(seconds=options.concurrency_duration)
 
 
 def limits_concurrency(
@@ -77,18 +76,18 @@ def limit_of(task):
     return setting_of(task, ATTRIBUTE)
 
 
-def limit_for_path(task_path):
-    """The ConcurrencyLimit of the task at a path; None if unlimited or missing.
+def limits_by_job(jobs):
+    """{job id: ConcurrencyLimit or None} for saved jobs with a concurrency key.
 
-    A job whose task no longer imports is let through: the worker fails it with
-    TaskNotFoundError without calling anything.
+    Each task is looked up once. A job whose task no longer imports is let
+    through (None): the worker fails it with TaskNotFoundError without calling
+    anything.
     """
-    from ..pipeline.loader import load_task
+    from ..pipeline.loader import tasks_by_path
 
-    try:
-        return limit_of(load_task(task_path))
-    except TaskNotFoundError:
-        return None
+    tasks = tasks_by_path({job.task_path for job in jobs if job.concurrency_key})
+    limits = {path: limit_of(task) for path, task in tasks.items() if task}
+    return {job.pk: limits.get(job.task_path) for job in jobs}
 
 
 def key_for_call(group, key, task, args, kwargs, kind="concurrency key"):
@@ -153,16 +152,10 @@ def check_key(key, decorator="limits_concurrency"):
 
 
 def _check_duration(duration):
-    if duration is None:
-        return None
-    if isinstance(duration, int | float) and not isinstance(duration, bool):
-        duration = timedelta(seconds=duration)
-    if not isinstance(duration, timedelta) or duration.total_seconds() <= 0:
-        raise ValueError(
-            "@limits_concurrency(duration=...) must be a positive number of seconds "
-            f"or a timedelta, got {duration!r}."
-        )
-    return duration
+    seconds = seconds_setting(
+        duration, "@limits_concurrency(duration=...)", allow_none=True
+    )
+    return None if seconds is None else timedelta(seconds=seconds)
 
 
 def _check_group(group):

@@ -10,8 +10,7 @@ from datetime import timedelta
 
 from django.utils.module_loading import import_string
 
-from ..exceptions import TaskNotFoundError
-from .task_settings import setting_decorator, setting_of
+from .task_settings import seconds_setting, setting_decorator, setting_of
 
 ATTRIBUTE = "_steady_queue_retry"
 
@@ -46,7 +45,7 @@ class Exponential:
 
 def fixed(seconds):
     """A wait of ``seconds`` between attempts."""
-    return Fixed(_positive(seconds, "fixed(seconds)", allow_zero=True))
+    return Fixed(seconds_setting(seconds, "fixed(seconds)", allow_zero=True))
 
 
 def exponential(first=1.0, factor=2.0, maximum=3600.0, jitter=0.15):
@@ -56,9 +55,9 @@ def exponential(first=1.0, factor=2.0, maximum=3600.0, jitter=0.15):
     if factor < 1:
         raise ValueError(f"exponential(factor=...) must be >= 1, got {factor!r}.")
     return Exponential(
-        first=_positive(first, "exponential(first)"),
+        first=seconds_setting(first, "exponential(first)"),
         factor=factor,
-        maximum=_positive(maximum, "exponential(maximum)"),
+        maximum=seconds_setting(maximum, "exponential(maximum)"),
         jitter=jitter,
     )
 
@@ -152,21 +151,23 @@ def policy_of(task):
     return setting_of(task, ATTRIBUTE)
 
 
-def policy_for_job(job):
-    """The policy a failed job is judged by: its task's, else its backend's."""
-    from ..compat import task_backends
-    from ..pipeline.loader import load_task
+def policy_for(task, backend_name):
+    """The policy a failed run is judged by: its task's, else its backend's.
 
-    try:
-        policy = policy_of(load_task(job.task_path))
-    except TaskNotFoundError:
-        return NO_RETRIES  # nothing to run again
+    ``task`` is None for a job whose task could not be loaded: there is
+    nothing to run again.
+    """
+    if task is None:
+        return NO_RETRIES
+    policy = policy_of(task)
     if policy is not None:
         return policy
-    try:
-        return task_backends[job.backend_name].config.retry or NO_RETRIES
-    except Exception:  # not a steady_queue backend, or not configured any more
+    from ..conf import options_of_backend
+
+    options = options_of_backend(backend_name)
+    if options is None:  # the job's backend alias was removed from TASKS
         return NO_RETRIES
+    return options.retry or NO_RETRIES
 
 
 def exception_class_of(error):
@@ -224,11 +225,3 @@ def _wait(wait):
         "'wait' must be seconds, a timedelta, fixed(...), exponential(...) or a "
         f"callable (attempt, exception_class) -> seconds; got {wait!r}."
     )
-
-
-def _positive(value, name, allow_zero=False):
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}.")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be positive, got {value!r}.")
-    return float(value)

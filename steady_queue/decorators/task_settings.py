@@ -5,6 +5,9 @@ stacked above or below ``@task``, and every ``Task.using()`` copy (which shares
 the function) keeps them.
 """
 
+import math
+from datetime import timedelta
+
 from ..compat import Task
 
 
@@ -27,3 +30,28 @@ def setting_decorator(name, attribute, value):
 def setting_of(task, attribute, default=None):
     """The value a decorator recorded on this task, or ``default``."""
     return getattr(task.func, attribute, default)
+
+
+def seconds_setting(value, name, *, allow_zero=False, allow_none=False):
+    """Check a decorator's duration once for all: float seconds, or None.
+
+    Takes a number of seconds or a timedelta (and None when ``allow_none``).
+    Raises TypeError for anything else and ValueError for a duration that is
+    not finite or not above zero (zero passes with ``allow_zero``); each
+    message names the setting, ``name``, as the user wrote it.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    accepted = "a number of seconds or a timedelta" + (
+        ", or None" if allow_none else ""
+    )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be {accepted}; got {value!r}.")
+    lowest = "zero or more" if allow_zero else "greater than zero"
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(
+            f"{name} must be a positive, finite duration ({lowest}); got {value!r}."
+        )
+    return float(value)

@@ -1,8 +1,6 @@
 """@timeout(seconds): how long one run of a task may take before it is stopped."""
 
-from datetime import timedelta
-
-from .task_settings import setting_decorator, setting_of
+from .task_settings import seconds_setting, setting_decorator, setting_of
 
 ATTRIBUTE = "steady_queue_timeout"
 _UNSET = object()
@@ -24,16 +22,7 @@ def timeout_for(task, default):
 
 
 def _seconds(value):
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise TypeError(
-            f"@timeout() takes a number of seconds greater than zero, a timedelta, "
-            f"or None (no limit); got {value!r}."
-        )
-    return float(value)
+    return seconds_setting(value, "@timeout(seconds)", allow_none=True)
 
 
 def timeout_message(task_path, seconds, how):

@@ -1,9 +1,9 @@
 """steady_queue's models, one per file; importing them here registers them."""
 
 from .blocked_execution import BlockedExecution
-from .claimed_execution import ClaimedExecution
+from .claimed_execution import Claim, ClaimedExecution
 from .failed_execution import FailedExecution
-from .job import Job
+from .job import Enqueued, EnqueueRequest, Job
 from .pause import Pause
 from .process import Process
 from .ready_execution import ReadyExecution
@@ -15,7 +15,10 @@ from .unique_key import UniqueKey
 
 __all__ = [
     "BlockedExecution",
+    "Claim",
     "ClaimedExecution",
+    "EnqueueRequest",
+    "Enqueued",
     "FailedExecution",
     "Job",
     "Pause",

@@ -36,10 +36,13 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         Runs in the caller's transaction, after it gave the slots back; returns
         the jobs made ready, highest priority first per key.
         """
+        from ..decorators.concurrency import limits_by_job
         from .job import Job
         from .ready_execution import ReadyExecution
+        from .semaphore import Semaphore
 
         now = now or timezone.now()
+        semaphores = Semaphore.objects.using(self.db)
         released = []
         for key in sorted(set(keys)):
             while True:
@@ -54,7 +57,8 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
                 if job_id is None:
                     break
                 job = Job.objects.using(self.db).get(pk=job_id)
-                if not job.take_concurrency_slot(now):
+                limit = limits_by_job([job])[job.pk]
+                if not semaphores.take_slot_for(job, limit, now):
                     break  # no free slot: the job stays blocked, and so do the rest
                 self.filter(job_id=job_id).delete_rows()
                 ReadyExecution.objects.using(self.db).create_all_for([job], now)
@@ -126,13 +130,16 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
 
         now = timezone.now()
         semaphores = Semaphore.objects.using(self.db)
+        from ..decorators.concurrency import limits_by_job
+
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            limits = limits_by_job(jobs)
             # Sorted by key: semaphores are locked in the order every other
             # transaction locks them, so this cannot deadlock with theirs.
             for job in sorted(jobs, key=lambda job: job.concurrency_key or ""):
-                limit = job.concurrency_limit()
+                limit = limits[job.pk]
                 if limit is not None:
                     semaphores.acquire_past_limit(
                         job.concurrency_key,

@@ -1,9 +1,9 @@
 """ClaimedExecution: a job a live process has taken and is running."""
 
-import json
 import logging
-from dataclasses import replace
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import DatabaseError, models, transaction
 from django.db.models import Count, Exists, OuterRef
@@ -11,19 +11,18 @@ from django.utils import timezone
 
 from ..dialects import refuses_the_row
 from .execution import Execution, ExecutionQuerySet
+from .job.outcomes import OUTCOME_COLUMNS, outcome_arrays
 
 logger = logging.getLogger("steady_queue")
 
 # Finalize on PostgreSQL in one round trip: delete the claims this process still
 # holds and write the outcomes of exactly those jobs. The new field values are
-# computed in Python (Outcome.apply_to) and passed as arrays.
+# computed in Python (Outcome.apply_to) and passed as one array per field of
+# OUTCOME_COLUMNS, the list the ORM path writes too.
 FINALIZE_SQL = """
 WITH outcome AS (
-    SELECT * FROM unnest(
-        %s::bigint[], %s::boolean[], %s::timestamptz[], %s::timestamptz[],
-        %s::timestamptz[], %s::jsonb[], %s::jsonb[], %s::jsonb[]
-    ) AS o(job_id, succeeded, finished_at, started_at, last_attempted_at,
-           worker_ids, return_value, errors)
+    SELECT * FROM unnest(%s::bigint[], %s::boolean[], {arrays})
+    AS o(job_id, succeeded, {fields})
 ),
 released AS (
     DELETE FROM steady_queue_claimed_executions claim USING outcome
@@ -31,10 +30,7 @@ released AS (
     RETURNING claim.job_id
 ),
 kept AS (
-    UPDATE steady_queue_jobs job
-    SET finished_at = o.finished_at, started_at = o.started_at,
-        last_attempted_at = o.last_attempted_at, worker_ids = o.worker_ids,
-        return_value = o.return_value, errors = o.errors
+    UPDATE steady_queue_jobs job SET {assignments}
     FROM released JOIN outcome o USING (job_id)
     WHERE job.id = released.job_id AND (%s OR NOT o.succeeded)
 ),
@@ -48,7 +44,19 @@ failed AS (
     WHERE NOT o.succeeded
 )
 SELECT job_id FROM released
-"""
+""".format(
+    arrays=", ".join(f"%s::{kind}[]" for _, kind in OUTCOME_COLUMNS),
+    fields=", ".join(name for name, _ in OUTCOME_COLUMNS),
+    assignments=", ".join(f"{name} = o.{name}" for name, _ in OUTCOME_COLUMNS),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A job a process has just claimed, and when: the start of its attempt."""
+
+    job: Any  # a steady_queue.models.Job
+    claimed_at: datetime
 
 
 class ClaimedExecutionQuerySet(ExecutionQuerySet):
@@ -158,12 +166,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         columns = [
             [job.pk for job in jobs],
             [outcome.succeeded for outcome in outcomes],
-            [job.finished_at for job in jobs],
-            [job.started_at for job in jobs],
-            [job.last_attempted_at for job in jobs],
-            [json.dumps(job.worker_ids) for job in jobs],
-            [json.dumps(job.return_value) for job in jobs],
-            [json.dumps(job.errors) for job in jobs],
+            *outcome_arrays(jobs),
         ]
         params = [
             *columns,
@@ -188,12 +191,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
 
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
-            claims = {
-                job_id: (process_id, claimed_at)
-                for job_id, process_id, claimed_at in self.delete_returning(
-                    ["job", "process_id", "created_at"]
-                )
-            }
+            claims = self._take_claims()
             # Only the columns needed: one row's unreadable arguments must not
             # stop the others from going back to ready.
             jobs = list(
@@ -215,6 +213,15 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             ReadyExecution.objects.using(self.db).create_all_for(jobs)
         return list(claims)
 
+    def _take_claims(self):
+        """Delete these claims; return {job id: (process id, claimed at)}.
+
+        Waits for locks (delete_returning): of two callers, only the first
+        gets a claim back, and with it the say over its job's outcome.
+        """
+        rows = self.delete_returning(["job", "process_id", "created_at"])
+        return {job_id: (process_id, at) for job_id, process_id, at in rows}
+
     def _count_interrupted_attempts(self, jobs):
         from .job import Job
 
@@ -233,23 +240,27 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         A claim whose process left no name counts its attempt under the
         process id, so attempts still count every start.
         """
+        from ..pipeline.loader import tasks_by_path
         from ..pipeline.outcome import Outcome
         from .job import Job
 
         now = timezone.now()
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
-            claims = {
-                job_id: (process_id, claimed_at)
-                for job_id, process_id, claimed_at in self.delete_returning(
-                    ["job", "process_id", "created_at"]
-                )
-            }
+            claims = self._take_claims()
             # The arguments and the return value are neither read nor written.
-            jobs = Job.objects.using(self.db).filter(pk__in=claims)
+            jobs = list(
+                Job.objects.using(self.db)
+                .filter(pk__in=claims)
+                .defer("arguments", "return_value")
+            )
+            # Their retry policies are read off their tasks, each loaded once.
+            tasks = tasks_by_path({job.task_path for job in jobs})
             outcomes = [
                 Outcome(
-                    job=job.claimed(claims[job.pk][1]),
+                    job=job,
+                    claimed_at=claims[job.pk][1],
+                    task=tasks[job.task_path],
                     worker_id=worker_ids_by_process.get(
                         claims[job.pk][0], f"process-{claims[job.pk][0]}"
                     ),
@@ -257,7 +268,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                     succeeded=False,
                     error=error,
                 )
-                for job in jobs.defer("arguments", "return_value")
+                for job in jobs
             ]
             outcomes = self._record(outcomes)
             self.release_concurrency_slots([outcome.job for outcome in outcomes])
@@ -361,11 +372,12 @@ def with_retry_decided(outcome):
     """The outcome, with retry_at set if its job's retry policy runs it again."""
     if outcome.succeeded:
         return outcome
-    from ..decorators.retries import policy_for_job
+    from ..decorators.retries import policy_for
 
     # Every earlier attempt failed (a success ends the job), leaving an error.
     attempt = len(outcome.job.errors) + 1
-    wait = policy_for_job(outcome.job).wait_before(attempt, outcome.exception_class)
+    policy = policy_for(outcome.task, outcome.job.backend_name)
+    wait = policy.wait_before(attempt, outcome.exception_class)
     if wait is None:
         return outcome
     return replace(outcome, retry_at=outcome.finished_at + timedelta(seconds=wait))

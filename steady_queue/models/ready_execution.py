@@ -3,6 +3,7 @@
 from django.db import models, transaction
 from django.utils import timezone
 
+from .claimed_execution import Claim
 from .execution import Execution, ExecutionQuerySet
 
 # Claim on PostgreSQL in one round trip, without BEGIN/COMMIT: pick rows with
@@ -63,7 +64,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         return self.order_by("-priority", "job_id")
 
     def claim(self, selector, limit, process_id):
-        """Move up to ``limit`` ready jobs to claimed for a process; return the jobs.
+        """Move up to ``limit`` ready jobs to claimed for a process; return Claims.
 
         Queues are tried in the selector's order: a later queue only fills what
         the earlier ones left of ``limit`` (queue order beats priority).
@@ -110,7 +111,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         sql = CLAIM_SQL.format(pick=pick_sql, job_columns=Job.select_columns("job"))
         jobs = Job.objects.using(self.db)
         rows = jobs.run_prepared(sql, [process_id, *pick_params, process_id, now])
-        return [job.claimed(now) for job in jobs.instances_from_rows(rows)]
+        return [Claim(job, now) for job in jobs.instances_from_rows(rows)]
 
     def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
         from .claimed_execution import ClaimedExecution
@@ -133,7 +134,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
         # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
         found.sort(key=lambda job: (-job.priority, job.pk))
-        return [job.claimed(now) for job in found]
+        return [Claim(job, now) for job in found]
 
     def _claimer_is_registered(self, cursor, process_id):
         """Whether the claiming process's row exists, share-locked until commit.

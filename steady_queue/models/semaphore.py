@@ -32,6 +32,17 @@ class SemaphoreQuerySet(QueueQuerySet):
         self.filter(pk=pk).take_one(duration, now)
         return True
 
+    def take_slot_for(self, job, limit, now):
+        """Take a slot of the job's concurrency key under its task's ``limit``.
+
+        True when one was free, or when there is no limit to keep (None).
+        Locks the key's row until the caller's transaction ends, as acquire().
+        """
+        if limit is None or not job.concurrency_key:
+            return True
+        duration = limit.duration_for(job.backend_name)
+        return self.acquire(job.concurrency_key, limit.to, duration, now)
+
     def acquire_past_limit(self, key, limit, duration, now=None):
         """Take one slot of ``key`` even if none is free: an operator's forced run.
 

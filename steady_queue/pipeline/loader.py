@@ -56,6 +56,17 @@ def load_task(task_path):
     return found
 
 
+def tasks_by_path(paths):
+    """{path: Task, or None where the path names no loadable task}."""
+    found = {}
+    for path in paths:
+        try:
+            found[path] = load_task(path)
+        except TaskNotFoundError:
+            found[path] = None
+    return found
+
+
 def missing_task(*args, **kwargs):
     """Stands in, in results, for a job whose task path no longer loads."""
     raise TaskNotFoundError("This job's task no longer exists; nothing was run.")

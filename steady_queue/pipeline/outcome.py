@@ -31,6 +31,8 @@ class Outcome:
 
     job: Any  # a claimed steady_queue.models.Job
     worker_id: str | None
+    # When the run's claim was made: the attempt's start.
+    claimed_at: datetime | None
     finished_at: datetime
     succeeded: bool
     return_value: Any = None
@@ -40,6 +42,8 @@ class Outcome:
     exception: BaseException | None = None
     # Set when a failed run will be attempted again (its task's retry policy).
     retry_at: datetime | None = None
+    # The Task that ran, or None if the job's task could not be loaded.
+    task: Any = None
 
     @property
     def exception_class(self):
@@ -56,8 +60,8 @@ class Outcome:
         """Copy this outcome onto the job row's fields (not saved)."""
         # A run that will be retried leaves the job unfinished.
         job.finished_at = None if self.retry_at else self.finished_at
-        job.started_at = job.started_at or job.claimed_at
-        job.last_attempted_at = job.claimed_at
+        job.started_at = job.started_at or self.claimed_at
+        job.last_attempted_at = self.claimed_at
         if self.worker_id:
             job.worker_ids = [*job.worker_ids, self.worker_id]
         if self.succeeded:

@@ -1,35 +1,36 @@
 """Builds TaskResults from job rows: the one place a result is put together."""
 
 from ..compat import TaskError, TaskResult, TaskResultStatus
+from ..states import observe
 from .arguments import TAGGED, decode_arguments
 
 
-def status_of(job):
-    """Map a job's state tables onto django.tasks' four statuses."""
-    if getattr(job, "has_failed", False):
-        return TaskResultStatus.FAILED
-    if getattr(job, "claimed_at", None) is not None:
-        return TaskResultStatus.RUNNING
-    if job.finished_at is not None:
-        return TaskResultStatus.SUCCESSFUL
-    return TaskResultStatus.READY
-
-
 def build_result(
-    job, task, *, status=None, worker_ids=None, backend=None, arguments=None
+    job,
+    task,
+    *,
+    status=None,
+    claimed_at=None,
+    worker_ids=None,
+    backend=None,
+    arguments=None,
 ):
-    """Return the TaskResult for a job row as it stands (or with a given status).
+    """Return the TaskResult for a job row as it stands, or as the caller knows it.
 
+    Without ``status``, the job's state is observed from the tables (or from
+    states.with_state()'s annotations, if the row was loaded with them), so a
+    result never depends on how its row was loaded. A caller that knows
+    better (the worker running the job) passes ``status`` and ``claimed_at``.
     ``arguments`` is ``(args, kwargs)`` already decoded; by default they are
     decoded from the row, model instances holding only their primary key.
     """
-    status = status or status_of(job)
-    claimed_at = getattr(job, "claimed_at", None)
+    if status is None:
+        observed = observe(job)
+        status, claimed_at = observed.status, observed.claimed_at
+        if worker_ids is None and observed.claimed_by:
+            worker_ids = [*job.worker_ids, observed.claimed_by]
     if worker_ids is None:
         worker_ids = list(job.worker_ids)
-        claimed_by = getattr(job, "claimed_by", None)
-        if claimed_by and status == TaskResultStatus.RUNNING:
-            worker_ids.append(claimed_by)
     result = TaskResult(
         task=task,
         id=str(job.pk),

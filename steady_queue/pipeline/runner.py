@@ -30,40 +30,40 @@ class JobRunner:
         self.backend_class = backend_class
         self.worker_id = worker_id
 
-    def run(self, job, task):
-        """Run a sync task in the calling thread."""
+    def run(self, claim, task):
+        """Run a claimed job's sync task in the calling thread."""
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         close_old_connections()
         try:
-            call = self._start(job, task, decode_arguments(job.arguments))
+            call = self._start(claim, task, decode_arguments(claim.job.arguments))
             value = task.func(*call.args, **call.kwargs)
         except BaseException as error:
-            return self._failed(job, error)
+            return self._failed(claim, task, error)
         finally:
             close_old_connections()
-        return self._returned(job, value)
+        return self._returned(claim, task, value)
 
-    async def arun(self, job, task, timeout=None):
+    async def arun(self, claim, task, timeout=None):
         """Run an async task on the worker's event loop, cancelled after timeout."""
         limit = None
         try:
-            arguments = await _adecode(job.arguments)
-            call = self._start(job, task, arguments)
+            arguments = await _adecode(claim.job.arguments)
+            call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
                 value = await task.func(*call.args, **call.kwargs)
         except BaseException as error:
             if limit is not None and limit.expired():
                 # The cancellation surfaced as TimeoutError; a TimeoutError the
                 # task raised itself on time is left as it is.
-                error = _timed_out(job, timeout, error)
-            return self._failed(job, error)
-        return self._returned(job, value)
+                error = _timed_out(claim.job, timeout, error)
+            return self._failed(claim, task, error)
+        return self._returned(claim, task, value)
 
-    def not_runnable(self, job, error):
-        """The outcome for a job whose task cannot be loaded: failed, nothing called."""
-        return self._failed(job, error)
+    def not_runnable(self, claim, error, task=None):
+        """The outcome for a job that could not be started: failed, nothing called."""
+        return self._failed(claim, task, error)
 
-    def report_finished(self, outcome, task):
+    def report_finished(self, outcome):
         """Send task_finished for a recorded outcome (failures with their exc_info).
 
         A failed run that will be retried has not finished its task: it is
@@ -84,7 +84,9 @@ class JobRunner:
             if outcome.succeeded
             else TaskResultStatus.FAILED
         )
-        result = build_result(outcome.job, task, status=status)
+        result = build_result(
+            outcome.job, outcome.task, status=status, claimed_at=outcome.claimed_at
+        )
         if outcome.succeeded or outcome.exception is None:
             task_finished.send(self.backend_class, task_result=result)
             return
@@ -94,15 +96,16 @@ class JobRunner:
             # Receivers read sys.exc_info() to log the traceback.
             task_finished.send(self.backend_class, task_result=result)
 
-    def _start(self, job, task, arguments):
+    def _start(self, claim, task, arguments):
         # Decoded once per run, before this: a model argument whose row is gone
         # has raised already, and the task is not called.
         args, kwargs = arguments
         result = build_result(
-            job,
+            claim.job,
             task,
             status=TaskResultStatus.RUNNING,
-            worker_ids=[*job.worker_ids, self.worker_id],
+            claimed_at=claim.claimed_at,
+            worker_ids=[*claim.job.worker_ids, self.worker_id],
             arguments=(args, kwargs),
         )
         task_started.send(self.backend_class, task_result=result)
@@ -111,33 +114,36 @@ class JobRunner:
             args.insert(0, TaskContext(task_result=result))
         return _Call(args, kwargs)
 
-    def _returned(self, job, value):
+    def _returned(self, claim, task, value):
         try:
             value = storable_return_value(value)
         except (TypeError, ValueError) as error:
             # A value the database would refuse fails this job here, alone:
             # written with a batch of outcomes it would fail them all.
-            return self._failed(job, error)
-        return Outcome(
-            job=job,
-            worker_id=self.worker_id,
-            finished_at=timezone.now(),
-            succeeded=True,
-            return_value=value,
-        )
+            return self._failed(claim, task, error)
+        return self._outcome(claim, task, succeeded=True, return_value=value)
 
-    def _failed(self, job, error):
+    def _failed(self, claim, task, error):
         kind = type(error)
-        return Outcome(
-            job=job,
-            worker_id=self.worker_id,
-            finished_at=timezone.now(),
+        return self._outcome(
+            claim,
+            task,
             succeeded=False,
             error={
                 "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
                 "traceback": storable_text("".join(traceback.format_exception(error))),
             },
             exception=None if isinstance(error, TaskNotFoundError) else error,
+        )
+
+    def _outcome(self, claim, task, **produced):
+        return Outcome(
+            job=claim.job,
+            claimed_at=claim.claimed_at,
+            task=task,
+            worker_id=self.worker_id,
+            finished_at=timezone.now(),
+            **produced,
         )
 
 

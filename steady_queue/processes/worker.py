@@ -9,6 +9,7 @@ import collections
 import logging
 import threading
 import time
+from dataclasses import replace
 from inspect import iscoroutinefunction
 
 from django.db import connections
@@ -17,7 +18,6 @@ from ..decorators.timeouts import overrun_error, timeout_for
 from ..dialects import refuses_the_row
 from ..exceptions import OutcomeNotStoredError, TaskNotFoundError, error_payload
 from ..pipeline.loader import load_task
-from ..pipeline.outcome import Outcome
 from ..pipeline.queue_selector import QueueSelector
 from ..pipeline.runner import JobRunner
 from .listener import ReadyListener
@@ -109,7 +109,7 @@ class Worker(Poller):
         from ..models import ReadyExecution
 
         try:
-            jobs = ReadyExecution.objects.using(self.database).claim(
+            claims = ReadyExecution.objects.using(self.database).claim(
                 self.selector, wanted, self.process.pk
             )
         except Exception:
@@ -117,11 +117,11 @@ class Worker(Poller):
             # a COMMIT whose reply was lost) without reaching us: look next time.
             self.claims_uncertain = True
             raise
-        self.recycler.count_claimed(len(jobs))
-        for job in jobs:
-            self.in_flight.add(job.pk)
-            self.perform(job)
-        delay = 0 if len(jobs) == idle else self.polling_interval
+        self.recycler.count_claimed(len(claims))
+        for claim in claims:
+            self.in_flight.add(claim.job.pk)
+            self.perform(claim)
+        delay = 0 if len(claims) == idle else self.polling_interval
         return self.deadlines.cap(delay)
 
     def release_unknown_claims(self):
@@ -145,44 +145,51 @@ class Worker(Poller):
                 ", ".join(str(job_id) for job_id in released),
             )
 
-    def perform(self, job):
+    def perform(self, claim):
         """Start a claimed job on the pool; a job that cannot start is failed."""
         try:
-            self._start(job)
+            self._start(claim)
         except BaseException as error:
             # Whatever goes wrong here concerns this job alone: the rest of the
             # claim must still run, and no claim may stay without an outcome.
-            logger.exception("%s: could not start job %s", self.description, job.pk)
-            self.completed(self.runner.not_runnable(job, error))
+            logger.exception(
+                "%s: could not start job %s", self.description, claim.job.pk
+            )
+            self.completed(self.runner.not_runnable(claim, error))
 
-    def _start(self, job):
+    def _start(self, claim):
+        job = claim.job
         try:
+            # The one look-up of this run's task: the runner, the outcome (for
+            # its retry policy) and the finished signal all use this one.
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
             logger.error(
                 "%s: job %s failed without running: %s", self.description, job.pk, error
             )
-            self.completed(self.runner.not_runnable(job, error))
+            self.completed(self.runner.not_runnable(claim, error))
             return
         seconds = timeout_for(task, self.options.timeout)
         if iscoroutinefunction(task.func):
             self.deadlines.watch(job, seconds, grace=ASYNC_GRACE)
-            self.pool.post_coroutine(lambda: self.runner.arun(job, task, seconds))
+            self.pool.post_coroutine(lambda: self.runner.arun(claim, task, seconds))
         else:
             self.deadlines.watch(job, seconds)
-            self.pool.post(lambda: self._run(job, task))
+            self.pool.post(lambda: self._run(claim, task))
 
-    def _run(self, job, task):
+    def _run(self, claim, task):
         """Run a sync job on a pool thread; never leave it without an outcome."""
-        self.deadlines.threads[job.pk] = threading.get_ident()
+        self.deadlines.threads[claim.job.pk] = threading.get_ident()
         try:
-            return self.runner.run(job, task)
+            return self.runner.run(claim, task)
         except BaseException as error:
             # The runner records the task's own errors; reaching here is a bug in
             # the run's bookkeeping, and an outcome-less job would stay claimed
             # until this worker exits.
-            logger.exception("%s: running job %s failed", self.description, job.pk)
-            return self.runner.not_runnable(job, error)
+            logger.exception(
+                "%s: running job %s failed", self.description, claim.job.pk
+            )
+            return self.runner.not_runnable(claim, error, task)
 
     def completed(self, outcome):
         """Called from pool threads: queue the outcome and wake the main loop."""
@@ -272,11 +279,10 @@ class Worker(Poller):
 
     def report_finished(self, outcome):
         """Send task_finished for one recorded outcome; never raise."""
+        if outcome.task is None:
+            return  # a job whose task could not be loaded: no Task to report on
         try:
-            task = load_task(outcome.job.task_path)
-            self.runner.report_finished(outcome, task)
-        except TaskNotFoundError:
-            pass
+            self.runner.report_finished(outcome)
         except Exception:
             # A receiver's error (or an unreadable row) must not cost the rest
             # of the batch their signals, nor stop the main loop.
@@ -368,11 +374,12 @@ def outcome_not_stored(outcome, refused):
         if outcome.succeeded
         else f"it failed with {outcome.error['exception_class_path']}"
     )
-    return Outcome(
-        job=outcome.job,
-        worker_id=outcome.worker_id,
-        finished_at=outcome.finished_at,
+    return replace(
+        outcome,
         succeeded=False,
+        return_value=None,
+        exception=None,
+        retry_at=None,
         error=error_payload(
             OutcomeNotStoredError,
             f"The run ended ({produced}), but the database refused to store its "

@@ -8,7 +8,7 @@ table would go backwards whenever finished jobs are cleared.
 
 from django.utils import timezone
 
-from ..states import counts_by_state
+from ..states import TABLED, State, counts_by_state
 from .queues import queue_overview
 from .throughput import per_minute
 
@@ -32,7 +32,6 @@ def collect(backend, now=None):
             lines.append(f"{name}{_labels(labels)} {_number(value)}")
 
     queues = queue_overview(database, configured_queue_names(backend), now)
-    states = ("ready", "scheduled", "running", "blocked", "failed")
     metric(
         "steady_queue_jobs",
         "gauge",
@@ -40,14 +39,14 @@ def collect(backend, now=None):
         [
             ({"queue": q["name"], "state": state}, q[state])
             for q in queues
-            for state in states
+            for state in TABLED
         ],
     )
     metric(
         "steady_queue_jobs_finished",
         "gauge",
         "Finished jobs kept in the jobs table (estimated past 10000).",
-        [({}, counts_by_state(database)["finished"])],
+        [({}, counts_by_state(database)[State.FINISHED])],
     )
     metric(
         "steady_queue_queue_latency_seconds",

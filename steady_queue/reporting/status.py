@@ -5,11 +5,8 @@ import json
 from django.utils import timezone
 
 from ..recurring.status import recurring_lines, recurring_status
-from ..states import counts_by_state, is_estimate
+from ..states import TABLED, State, counts_by_state, is_estimate
 from .queues import queue_overview
-
-# The states kept in their own tables: exact counts, cheap to read.
-TABLED = ("ready", "scheduled", "running", "blocked", "failed")
 
 
 def collect_status(backend):
@@ -41,7 +38,7 @@ def collect_status(backend):
         "queues": queues,
         "totals": {state: count for state, count in counts.items() if state in TABLED},
         # Finished jobs are counted up to COUNT_LIMIT, then estimated.
-        "finished": {"count": counts["finished"], "estimated": is_estimate(counts)},
+        "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
     }
 

@@ -18,12 +18,11 @@ from steady_queue.models import (
     ScheduledExecution,
     Semaphore,
 )
-from steady_queue.pipeline.outcome import Outcome
 from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process, run_outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "tests.tasks.one_at_a_time/k"
@@ -37,7 +36,7 @@ def enqueue(tmp_path, task=tasks.one_at_a_time, key="k", run_after=None):
 
 def claim_all():
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, registered_process(7))
+    return jobs_of(ReadyExecution.objects.claim(selector, 100, registered_process(7)))
 
 
 def finish(job_id):
@@ -45,8 +44,8 @@ def finish(job_id):
     job = Job.objects.get(pk=job_id)
     ClaimedExecution.objects.finalize_all(
         [
-            Outcome(
-                job=job.claimed(timezone.now()),
+            run_outcome(
+                job,
                 worker_id="worker-test",
                 finished_at=timezone.now(),
                 succeeded=True,

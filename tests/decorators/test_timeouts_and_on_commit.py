@@ -1,5 +1,6 @@
 """@timeout, the timeout and recycling options, and enqueue_on_commit()."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -35,9 +36,18 @@ def test_timeout_accepts_a_timedelta():
     assert function.steady_queue_timeout == 120.0
 
 
-@pytest.mark.parametrize("bad", [0, -1, "5", True])
-def test_timeout_refuses_what_is_not_a_positive_duration(bad):
-    with pytest.raises(TypeError, match="greater than zero, a timedelta, or None"):
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (0, "must be a positive, finite duration (greater than zero)"),
+        (-1, "must be a positive, finite duration (greater than zero)"),
+        (float("nan"), "must be a positive, finite duration"),
+        ("5", "must be a number of seconds or a timedelta, or None"),
+        (True, "must be a number of seconds or a timedelta, or None"),
+    ],
+)
+def test_timeout_refuses_what_is_not_a_positive_duration(bad, message):
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
         timeout(bad)
 
 

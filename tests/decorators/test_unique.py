@@ -17,14 +17,14 @@ from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def claim_all():
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, registered_process(7))
+    return jobs_of(ReadyExecution.objects.claim(selector, 100, registered_process(7)))
 
 
 def test_an_equal_call_merges_into_the_pending_run():

@@ -10,7 +10,7 @@ from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process
 from ..helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def claim_all():
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, registered_process(7))
+    return jobs_of(ReadyExecution.objects.claim(selector, 100, registered_process(7)))
 
 
 def fake_dispatcher():

@@ -11,11 +11,10 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
-from steady_queue.pipeline.outcome import Outcome
 from steady_queue.pipeline.queue_selector import QueueSelector
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process, run_outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -24,12 +23,14 @@ def claimed_jobs(count, process_id=7):
     for index in range(count):
         tasks.add.enqueue(index, index)
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, count, registered_process(process_id))
+    return jobs_of(
+        ReadyExecution.objects.claim(selector, count, registered_process(process_id))
+    )
 
 
 def success(job, value=1):
-    return Outcome(
-        job=job,
+    return run_outcome(
+        job,
         worker_id="worker-test",
         finished_at=timezone.now(),
         succeeded=True,
@@ -39,6 +40,7 @@ def success(job, value=1):
 
 def test_finalize_records_success_and_removes_the_claim():
     (job,) = claimed_jobs(1)
+    claimed_at = ClaimedExecution.objects.get(job=job).created_at
     recorded = ClaimedExecution.objects.finalize_all([success(job, 2)], 7)
 
     assert [o.job.pk for o in recorded] == [job.pk]
@@ -46,7 +48,7 @@ def test_finalize_records_success_and_removes_the_claim():
     assert row.return_value == 2
     assert row.worker_ids == ["worker-test"]
     assert row.finished_at is not None
-    assert row.started_at == job.claimed_at
+    assert row.started_at == claimed_at
     assert not ClaimedExecution.objects.exists()
 
 
@@ -79,8 +81,8 @@ def test_finalize_of_another_process_claim_is_ignored():
 def test_failures_create_a_failed_execution_and_keep_the_error():
     (job,) = claimed_jobs(1)
     error = {"exception_class_path": "builtins.ValueError", "traceback": "ValueError\n"}
-    outcome = Outcome(
-        job=job,
+    outcome = run_outcome(
+        job,
         worker_id="worker-test",
         finished_at=timezone.now(),
         succeeded=False,
@@ -141,12 +143,14 @@ def test_orphaned_claims_are_those_without_a_process_row():
 def claimed_flaky(tmp_path, process_id=7):
     tasks.flaky.enqueue(str(tmp_path / "runs"), 5)
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 1, registered_process(process_id))
+    return jobs_of(
+        ReadyExecution.objects.claim(selector, 1, registered_process(process_id))
+    )
 
 
 def failure(job, error_class=ConnectionError):
-    return Outcome(
-        job=job,
+    return run_outcome(
+        job,
         worker_id="worker-test",
         finished_at=timezone.now(),
         succeeded=False,

@@ -25,9 +25,10 @@ def register(name="worker-a", heartbeat_age=0):
 
 def claim_one(process):
     tasks.add.enqueue(1, 2)
-    return ReadyExecution.objects.claim(QueueSelector(["*"], "default"), 1, process.pk)[
-        0
-    ]
+    claims = ReadyExecution.objects.claim(
+        QueueSelector(["*"], "default"), 1, process.pk
+    )
+    return claims[0].job
 
 
 def test_heartbeat_reports_whether_the_row_still_exists():

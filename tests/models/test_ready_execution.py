@@ -9,14 +9,16 @@ from steady_queue.models import ClaimedExecution, Pause, ReadyExecution
 from steady_queue.pipeline.queue_selector import QueueSelector
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(queues, limit=10, process_id=1):
     selector = QueueSelector(queues, "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, limit, registered_process(process_id))
+    return jobs_of(
+        ReadyExecution.objects.claim(selector, limit, registered_process(process_id))
+    )
 
 
 def labels(jobs):
@@ -38,12 +40,13 @@ def test_claim_takes_higher_priority_first_then_oldest():
 
 def test_claim_moves_rows_from_ready_to_claimed():
     enqueue("a")
-    jobs = claim(["*"], process_id=42)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    (claim,) = ReadyExecution.objects.claim(selector, 10, registered_process(42))
 
     assert not ReadyExecution.objects.exists()
     claimed = ClaimedExecution.objects.get()
-    assert (claimed.job_id, claimed.process_id) == (jobs[0].pk, 42)
-    assert jobs[0].claimed_at == claimed.created_at
+    assert (claimed.job_id, claimed.process_id) == (claim.job.pk, 42)
+    assert claim.claimed_at == claimed.created_at
 
 
 def test_claim_respects_the_limit():

@@ -14,12 +14,11 @@ from steady_queue.models import (
     ReadyExecution,
     Semaphore,
 )
-from steady_queue.pipeline.outcome import Outcome
 from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
 
 from .. import tasks
-from ..factories import registered_process
+from ..factories import jobs_of, registered_process, run_outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "tests.tasks.one_at_a_time/k"
@@ -51,12 +50,14 @@ def enqueue_blocked(tmp_path, count, priority=0):
 
 def claim_all(process_id=7):
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, 100, registered_process(process_id))
+    return jobs_of(
+        ReadyExecution.objects.claim(selector, 100, registered_process(process_id))
+    )
 
 
 def outcome(job, succeeded=True):
-    return Outcome(
-        job=job,
+    return run_outcome(
+        job,
         worker_id="worker-test",
         finished_at=timezone.now(),
         succeeded=succeeded,

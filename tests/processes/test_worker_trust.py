@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus, task_finished
 from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
@@ -16,6 +17,7 @@ from steady_queue.pipeline.loader import load_task
 from steady_queue.pipeline.outcome import MAX_RESULT_BYTES
 
 from .. import poison_tasks, tasks
+from ..factories import jobs_of, run_outcome
 from ..helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -245,7 +247,7 @@ def claim(process, limit=10):
     from steady_queue.pipeline.queue_selector import QueueSelector
 
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    return ReadyExecution.objects.claim(selector, limit, process.pk)
+    return jobs_of(ReadyExecution.objects.claim(selector, limit, process.pk))
 
 
 def test_release_and_fail_paths_handle_a_row_with_unreadable_arguments():
@@ -293,14 +295,13 @@ def test_an_interrupted_attempt_counts_and_keeps_its_worker():
 
     second = registered("worker-second")
     (job,) = claim(second)
-    from steady_queue.pipeline.outcome import Outcome
 
     ClaimedExecution.objects.finalize_all(
         [
-            Outcome(
-                job=job,
+            run_outcome(
+                job,
                 worker_id="worker-second",
-                finished_at=job.claimed_at,
+                finished_at=timezone.now(),
                 succeeded=True,
                 return_value=4,
             )
@@ -397,15 +398,14 @@ def test_an_outcome_the_database_refuses_is_replaced_by_a_failure(backend):
     worker = Worker(backend, backend.config.workers[0], name="worker-direct")
     worker.process = registered("worker-direct")
     jobs = {str(job.pk): job for job in claim(worker.process)}
-    from steady_queue.pipeline.outcome import Outcome
 
     def outcome(result, value):
         job = jobs[result.id]
         worker.in_flight.add(job.pk)
-        return Outcome(
-            job=job,
+        return run_outcome(
+            job,
             worker_id=worker.name,
-            finished_at=job.claimed_at,
+            finished_at=timezone.now(),
             succeeded=True,
             return_value=value,
         )

@@ -1,0 +1,35 @@
+"""Clearing: deleting successful jobs once they are old enough."""
+
+from ...states import State, in_state
+
+
+class Clearing:
+    """JobQuerySet verbs that delete finished jobs."""
+
+    def finished(self):
+        """Jobs that ran to success (failed jobs keep a failed execution)."""
+        return in_state(self, State.FINISHED)
+
+    def finished_before(self, cutoff):
+        """Successful jobs that finished before ``cutoff`` (what clearing deletes)."""
+        return self.finished().filter(finished_at__lt=cutoff)
+
+    def clear_finished(self, finished_before, batch_size=500, progress=None):
+        """Delete successful jobs that finished before a time; return how many.
+
+        A batch per statement; ``progress(n)`` is called after each.
+        """
+        deleted = 0
+        while True:
+            ids = list(
+                self.finished_before(finished_before).values_list("pk", flat=True)[
+                    :batch_size
+                ]
+            )
+            if not ids:
+                return deleted
+            # Finished jobs have no execution rows left to cascade to.
+            count = self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            deleted += count
+            if progress is not None:
+                progress(count)

@@ -1,0 +1,281 @@
+"""Enqueueing: writing a job row and its first execution row, singly or in bulk.
+
+The common case takes a fast path (one statement on PostgreSQL, one
+transaction elsewhere); a job with a unique key or a concurrency slot takes the
+per-job path, in lock order, retried on lock conflicts when it owns its
+transaction.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from ...dialects import retrying_lock_conflicts
+from ...exceptions import DuplicateTaskError
+from ...states import State
+from ..base import READY_CHANNEL
+
+# Enqueue on PostgreSQL in one round trip: the job and its execution row are
+# written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
+INSERT_JOB_AND_EXECUTION_SQL = """
+WITH job AS (
+    INSERT INTO steady_queue_jobs
+        (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
+         enqueued_at, concurrency_key, errors, worker_ids)
+    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
+    RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+),
+execution AS (
+    INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
+    SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
+    RETURNING job_id, queue_name
+)
+SELECT job_id{notify} FROM execution
+"""
+# A ready job is announced to listening workers (delivered at commit).
+INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
+    table="steady_queue_ready_executions",
+    extra_columns="",
+    notify=f", pg_notify('{READY_CHANNEL}', queue_name)",
+)
+INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
+    table="steady_queue_scheduled_executions",
+    extra_columns=", scheduled_at",
+    notify="",
+)
+
+# Bulk enqueue on PostgreSQL: one statement per batch for both tables. Rows are
+# inserted in input order, so the ids returned, sorted, match the input.
+INSERT_JOBS_AND_EXECUTIONS_SQL = """
+WITH input AS (
+    SELECT * FROM unnest(
+        %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
+        %s::timestamptz[], %s::timestamptz[], %s::varchar[]
+    ) WITH ORDINALITY
+    AS input(queue_name, task_path, priority, backend_name, scheduled_at,
+             enqueued_at, concurrency_key, position)
+    -- Arguments travel as one JSON array: cheaper than an array of jsonb.
+    JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY
+    AS arguments(arguments, position) USING (position)
+),
+job AS (
+    INSERT INTO steady_queue_jobs
+        (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
+         enqueued_at, concurrency_key, errors, worker_ids)
+    SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
+           enqueued_at, concurrency_key, '[]'::jsonb, '[]'::jsonb
+    FROM input ORDER BY position
+    RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+),
+ready AS (
+    INSERT INTO steady_queue_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT id, queue_name, priority, enqueued_at FROM job
+    WHERE scheduled_at IS NULL OR scheduled_at <= enqueued_at
+    RETURNING queue_name
+),
+scheduled AS (
+    INSERT INTO steady_queue_scheduled_executions
+        (job_id, queue_name, priority, created_at, scheduled_at)
+    SELECT id, queue_name, priority, enqueued_at, scheduled_at FROM job
+    WHERE scheduled_at > enqueued_at
+)
+SELECT id, (
+    SELECT count(pg_notify('{channel}', name))
+    FROM (SELECT DISTINCT queue_name FROM ready) AS queues(name)
+) FROM job ORDER BY id
+""".replace("{channel}", READY_CHANNEL)
+
+
+@dataclass(slots=True)
+class EnqueueRequest:
+    """One call to enqueue: the unsaved job row and what its task asks of it.
+
+    ``limit`` is the task's ConcurrencyLimit, ``unique`` its UniqueRuns and
+    ``unique_key`` this call's key under it; none of them is stored on the row.
+    """
+
+    job: Any  # an unsaved steady_queue.models.Job
+    limit: Any = None
+    unique: Any = None
+    unique_key: str | None = None
+
+    @property
+    def takes_a_lock(self):
+        """Whether this call locks a unique key or a semaphore row."""
+        return self.job.needs_concurrency_slot or self.unique_key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What an enqueue wrote: the job and the state it went to.
+
+    ``merged`` is True when a pending run of a @unique task stands for the
+    call; ``state`` is then None (that job may have moved on since).
+    """
+
+    job: Any
+    state: State | None
+    merged: bool = False
+
+
+class Enqueueing:
+    """JobQuerySet verbs that write new jobs."""
+
+    def enqueue(self, request):
+        """Write one EnqueueRequest's job and its execution row; return Enqueued."""
+        if request.takes_a_lock:
+            return self._with_lock_retries(self._enqueue_each, [request])[0]
+        job = request.job
+        if self.dialect.runs_hot_paths_in_one_statement:
+            self._enqueue_in_one_statement(job)
+        else:
+            # savepoint=False: inside the caller's atomic() this adds no
+            # SAVEPOINT round trips; a failure still rolls back with the
+            # caller's transaction.
+            with transaction.atomic(using=self.db, savepoint=False):
+                job.save(using=self.db, force_insert=True)
+                job.execution_class().objects.using(self.db).create_for(job)
+        return Enqueued(job, _first_state(job))
+
+    def enqueue_all(self, requests, batch_size=None):
+        """Write many EnqueueRequests: one insert per table per batch.
+
+        Returns an Enqueued per request, in order.
+        """
+        batch_size = batch_size or self.enqueue_batch_size()
+        enqueued = []
+        for start in range(0, len(requests), batch_size):
+            batch = requests[start : start + batch_size]
+            if any(request.takes_a_lock for request in batch):
+                enqueued += self._with_lock_retries(self._enqueue_each, batch)
+                continue
+            jobs = [request.job for request in batch]
+            if self.dialect.runs_hot_paths_in_one_statement:
+                self._enqueue_batch_in_one_statement(jobs)
+            else:
+                jobs = self._enqueue_batch_in_a_transaction(jobs)
+            enqueued += [Enqueued(job, _first_state(job)) for job in jobs]
+        return enqueued
+
+    def enqueue_batch_size(self, limit=1000):
+        """How many jobs one multi-row insert can carry on this database."""
+        fields = self.model._meta.concrete_fields
+        # Backends without a parameter limit answer "all of them": len(objs).
+        fitting = self.connection.ops.bulk_batch_size(fields, [None] * limit)
+        return max(1, min(limit, fitting))
+
+    def _enqueue_each(self, requests):
+        """Enqueue calls that take a unique key or a concurrency slot, in order.
+
+        Returns an Enqueued per request, where a duplicate of a pending @unique
+        job is that pending job, merged. Raises DuplicateTaskError, having
+        written nothing, for a duplicate whose task refuses them. A savepoint:
+        a refusal inside the caller's atomic() leaves the caller's transaction
+        usable.
+        """
+        from ..unique_key import UniqueKey
+
+        enqueued = {}
+        # In key order: concurrent enqueues lock the same unique-key and
+        # semaphore rows in the same order, so they cannot deadlock each other.
+        in_lock_order = sorted(
+            range(len(requests)),
+            key=lambda i: (
+                requests[i].unique_key or "",
+                requests[i].job.concurrency_key or "",
+            ),
+        )
+        with transaction.atomic(using=self.db):
+            for position in in_lock_order:
+                request = requests[position]
+                job = request.job
+                job.save(using=self.db, force_insert=True)
+                holder = None
+                if request.unique_key:
+                    keys = UniqueKey.objects.using(self.db)
+                    holder = keys.take(request.unique_key, job.pk)
+                if holder is None:
+                    # Routed at once: a later duplicate in this batch must find
+                    # this job pending.
+                    states = self.route([job], limits={job.pk: request.limit})
+                    enqueued[position] = Enqueued(job, states[job.pk])
+                    continue
+                # Saved first because the key row names a job; dropped again.
+                self.filter(pk=job.pk).delete_rows()
+                if request.unique.on_duplicate == "refuse":
+                    raise DuplicateTaskError(job.task_path, request.unique_key, holder)
+                enqueued[position] = Enqueued(self.get(pk=holder), None, merged=True)
+        return [enqueued[position] for position in range(len(requests))]
+
+    def _with_lock_retries(self, function, requests):
+        # A deadlock (MySQL) rolls back the whole transaction: it can be run again
+        # only when it is our own, not when enqueue joined the caller's atomic().
+        if self.connection.in_atomic_block:
+            return function(requests)
+
+        def attempt(requests):
+            for request in requests:
+                request.job.pk = None
+                request.job._state.adding = True
+            return function(requests)
+
+        return retrying_lock_conflicts(attempt, requests)
+
+    def _enqueue_in_one_statement(self, job):
+        sql = INSERT_SCHEDULED_SQL if job.is_scheduled else INSERT_READY_SQL
+        rows = self.run_prepared(
+            sql,
+            [
+                job.queue_name,
+                job.task_path,
+                json.dumps(job.arguments),
+                job.priority,
+                job.backend_name,
+                job.scheduled_at,
+                job.enqueued_at,
+                job.concurrency_key,
+            ],
+        )
+        self._saved_as(job, rows[0][0])
+
+    def _enqueue_batch_in_one_statement(self, jobs):
+        columns = [
+            [job.queue_name for job in jobs],
+            [job.task_path for job in jobs],
+            [job.priority for job in jobs],
+            [job.backend_name for job in jobs],
+            [job.scheduled_at for job in jobs],
+            [job.enqueued_at for job in jobs],
+            [job.concurrency_key for job in jobs],
+            json.dumps([job.arguments for job in jobs]),
+        ]
+        rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)
+        for job, (pk, _) in zip(jobs, rows, strict=True):
+            self._saved_as(job, pk)
+
+    def _enqueue_batch_in_a_transaction(self, jobs):
+        with transaction.atomic(using=self.db, savepoint=False):
+            if self.connection.features.can_return_rows_from_bulk_insert:
+                jobs = self.bulk_create(jobs)
+            else:
+                # MySQL cannot return the new ids of a multi-row insert.
+                for job in jobs:
+                    job.save(using=self.db, force_insert=True)
+            for execution_class in {job.execution_class() for job in jobs}:
+                execution_class.objects.using(self.db).create_all_for(
+                    [job for job in jobs if job.execution_class() is execution_class]
+                )
+        return jobs
+
+    def _saved_as(self, job, pk):
+        """Mark an instance written by hand-written SQL as saved under ``pk``."""
+        job.pk = pk
+        job._state.adding = False
+        job._state.db = self.db
+
+
+def _first_state(job):
+    """Where a job without a lock goes when enqueued: scheduled or ready."""
+    return State.SCHEDULED if job.is_scheduled else State.READY

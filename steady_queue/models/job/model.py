@@ -1,0 +1,75 @@
+"""The Job model: its fields and the predicates read off them."""
+
+from django.db import models
+from django.utils import timezone
+
+from ..fields import RowJSONField
+from .queryset import JobQuerySet
+
+
+class Job(models.Model):
+    """One enqueued call of a task, kept until cleared."""
+
+    queue_name = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=255)
+    arguments = RowJSONField(default=dict)
+    priority = models.SmallIntegerField(default=0)
+    backend_name = models.CharField(max_length=100, default="default")
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    return_value = RowJSONField(null=True, blank=True)
+    errors = RowJSONField(default=list, blank=True)
+    worker_ids = RowJSONField(default=list, blank=True)
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        app_label = "steady_queue"
+        db_table = "steady_queue_jobs"
+        # Every index here is rewritten when a job finishes: keep only what
+        # clearing finished jobs needs.
+        indexes = [models.Index(fields=["finished_at"], name="sq_job_finished")]
+        # What operators may do in the admin; viewing needs only view_job.
+        permissions = [
+            ("retry_job", "Can retry failed jobs"),
+            ("discard_job", "Can discard failed and scheduled jobs"),
+            ("run_job_now", "Can run scheduled, blocked and recurring jobs now"),
+        ]
+
+    def __str__(self):
+        return f"Job {self.pk} ({self.task_path})"
+
+    @classmethod
+    def select_columns(cls, alias):
+        """Every column, qualified by a table alias, for hand-written SELECTs."""
+        return ", ".join(
+            f"{alias}.{field.column}" for field in cls._meta.concrete_fields
+        )
+
+    @property
+    def args(self):
+        return self.arguments.get("args", [])
+
+    @property
+    def kwargs(self):
+        return self.arguments.get("kwargs", {})
+
+    @property
+    def is_scheduled(self):
+        return self.scheduled_at is not None and self.scheduled_at > self.enqueued_at
+
+    @property
+    def needs_concurrency_slot(self):
+        """Whether this job must take a concurrency slot before it runs now."""
+        return bool(self.concurrency_key) and not self.is_scheduled
+
+    def execution_class(self):
+        """Return the execution model a newly enqueued job starts in."""
+        from ..ready_execution import ReadyExecution
+        from ..scheduled_execution import ScheduledExecution
+
+        return ScheduledExecution if self.is_scheduled else ReadyExecution
