@@ -186,18 +186,16 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         attempt knows it ran before. Claims of other processes were never
         started and count nothing.
         """
-        from .job import Job
         from .ready_execution import ReadyExecution
 
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
-            claims = self._take_claims()
             # Only the columns needed: one row's unreadable arguments must not
             # stop the others from going back to ready.
-            jobs = list(
-                Job.objects.using(self.db)
-                .filter(pk__in=claims)
-                .only("pk", "queue_name", "priority", "worker_ids", "started_at")
+            claims, jobs = self._take_claims(
+                lambda jobs: jobs.only(
+                    "pk", "queue_name", "priority", "worker_ids", "started_at"
+                )
             )
             started = []
             for job in jobs:
@@ -213,14 +211,20 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             ReadyExecution.objects.using(self.db).create_all_for(jobs)
         return list(claims)
 
-    def _take_claims(self):
-        """Delete these claims; return {job id: (process id, claimed at)}.
+    def _take_claims(self, columns):
+        """Delete these claims; return them and their jobs.
 
-        Waits for locks (delete_returning): of two callers, only the first
-        gets a claim back, and with it the say over its job's outcome.
+        The claims are {job id: (process id, claimed at)}; the jobs are loaded
+        with ``columns(queryset)`` choosing what to read. Waits for locks
+        (delete_returning): of two callers, only the first gets a claim back,
+        and with it the say over its job's outcome.
         """
+        from .job import Job
+
         rows = self.delete_returning(["job", "process_id", "created_at"])
-        return {job_id: (process_id, at) for job_id, process_id, at in rows}
+        claims = {job_id: (process_id, at) for job_id, process_id, at in rows}
+        jobs = Job.objects.using(self.db).filter(pk__in=claims)
+        return claims, list(columns(jobs))
 
     def _count_interrupted_attempts(self, jobs):
         from .job import Job
@@ -242,17 +246,13 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         """
         from ..pipeline.loader import tasks_by_path
         from ..pipeline.outcome import Outcome
-        from .job import Job
 
         now = timezone.now()
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
-            claims = self._take_claims()
             # The arguments and the return value are neither read nor written.
-            jobs = list(
-                Job.objects.using(self.db)
-                .filter(pk__in=claims)
-                .defer("arguments", "return_value")
+            claims, jobs = self._take_claims(
+                lambda jobs: jobs.defer("arguments", "return_value")
             )
             # Their retry policies are read off their tasks, each loaded once.
             tasks = tasks_by_path({job.task_path for job in jobs})
