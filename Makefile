@@ -22,13 +22,15 @@ $(VENVS)/%/.installed: pyproject.toml
 env: $(VENVS)/dj61/.installed
 
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
-# PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors).
+# PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors), then the
+# packaging checks (build, twine check, metadata, the sdist's own tests).
 # The three virtualenvs and Chromium are installed side by side.
 test:
 	@$(MAKE) --no-print-directory -j4 $(VENVS)/dj61/.installed \
 		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed chromium
 	@bash scripts/test-matrix
 	@$(MAKE) --no-print-directory docs
+	@bash scripts/check-package
 
 chromium:
 	@bash scripts/install-chromium

@@ -15,6 +15,12 @@ from .conf import read_options
 from .dialects import dialect_for
 from .recurring.checks import check_recurring
 
+# Where the hints send people: the configuration page of the documentation
+# (also in the package's Project-URLs).
+CONFIGURATION_DOCS = (
+    "https://django-steady-queue.readthedocs.io/en/latest/configuration.html"
+)
+
 
 def check_backend(backend, databases=None, **kwargs):
     """Return the check messages for one configured backend."""
@@ -41,7 +47,7 @@ def check_backend(backend, databases=None, **kwargs):
     messages.extend(
         checks.Error(
             error,
-            hint="See the configuration reference in steady_queue's documentation.",
+            hint=f"Every option is described at {CONFIGURATION_DOCS}",
             id="steady_queue.E002",
         )
         for error in errors

@@ -51,3 +51,22 @@ def test_check_exits_non_zero_in_a_fresh_process():
     )
     assert finished.returncode == 1
     assert "['mode'] must be one of fork, thread; got 'async'" in finished.stderr
+
+
+def test_version_names_steady_queue_and_the_django_it_runs_on():
+    import django
+
+    from steady_queue import __version__
+
+    result = subprocess.run(
+        [sys.executable, "tests/manage.py", "steady_queue", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"django-steady-queue {__version__} (Django {django.get_version()})"
+    )

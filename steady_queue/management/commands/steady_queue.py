@@ -4,8 +4,10 @@ This module only builds the parser and dispatches: each subcommand lives in
 its own module of steady_queue.commands.
 """
 
+import django
 from django.core.management.base import BaseCommand
 
+from ... import __version__
 from ...commands import (
     check,
     clear_finished,
@@ -29,6 +31,10 @@ class Command(BaseCommand):
         "pause or resume a queue, retry or discard failed jobs, clear finished "
         "jobs, or check the configuration."
     )
+
+    def get_version(self):
+        """What --version prints: ours, then the Django it runs on."""
+        return f"django-steady-queue {__version__} (Django {django.get_version()})"
 
     def add_arguments(self, parser):
         common.add_backend_option(parser)
