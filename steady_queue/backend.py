@@ -1,6 +1,9 @@
 """SteadyQueueBackend: the django.tasks backend that stores jobs in the database."""
 
+from contextlib import contextmanager
+
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from . import checks
@@ -15,6 +18,7 @@ from .conf import parse_options
 from .decorators.concurrency import limit_of
 from .decorators.unique import unique_of
 from .exceptions import TaskNotFoundError
+from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
 from .pipeline.loader import is_project_module, load_task, missing_task
 from .pipeline.results import build_result
@@ -55,7 +59,8 @@ class SteadyQueueBackend(BaseTaskBackend):
 
         self._validate(task)
         request = self._request_for(task, args, kwargs, timezone.now())
-        enqueued = Job.objects.using(self.database).enqueue(request)
+        with self._explaining_missing_tables():
+            enqueued = Job.objects.using(self.database).enqueue(request)
         return self._enqueued(enqueued, task)
 
     def enqueue_many(self, task, calls):
@@ -71,7 +76,8 @@ class SteadyQueueBackend(BaseTaskBackend):
         requests = [
             self._request_for(task, args, kwargs, now) for args, kwargs in calls
         ]
-        enqueued = Job.objects.using(self.database).enqueue_all(requests)
+        with self._explaining_missing_tables():
+            enqueued = Job.objects.using(self.database).enqueue_all(requests)
         return [self._enqueued(each, task) for each in enqueued]
 
     def get_result(self, result_id):
@@ -89,6 +95,16 @@ class SteadyQueueBackend(BaseTaskBackend):
         if job is None:
             raise TaskResultDoesNotExist(f"No job with result id {result_id!r}.")
         return build_result(job, self._task_for(job))
+
+    @contextmanager
+    def _explaining_missing_tables(self):
+        """Turn "no such table" into NotMigratedError saying to run migrate."""
+        try:
+            yield
+        except DatabaseError as error:
+            # Only on the error path: the tables are not looked up otherwise.
+            explain_if_not_migrated(self.database, error)
+            raise
 
     def check(self, **kwargs):
         return checks.check_backend(self, **kwargs)

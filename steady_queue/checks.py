@@ -56,7 +56,18 @@ def check_backend(backend, databases=None, **kwargs):
     messages.extend(_check_database_not_shared(backend.alias))
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))
+        messages.extend(_check_migrated(options.database))
     return messages
+
+
+def _check_migrated(alias):
+    """An error when steady_queue's migrations are not all applied to ``alias``."""
+    from .migration_state import MIGRATE_HINT, not_migrated_message
+
+    message = not_migrated_message(alias)
+    if message is None:
+        return []
+    return [checks.Error(message, hint=MIGRATE_HINT, id="steady_queue.E005")]
 
 
 def _check_locking(alias):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .durations import FORMS, parse_duration
 from .recurring.specs import RecurringSpec
 
 MODES = ("fork", "thread")
@@ -80,16 +82,22 @@ MAX_SECONDS = 10 * 365 * 86400
 
 
 def _duration(value, where, errors, *, allow_zero=False):
-    """A finite number of seconds (or a timedelta) in range; None if not."""
+    """A finite duration in range, as seconds; None if not.
+
+    Takes what durations.FORMS says: seconds, a timedelta, or "30m" and the like.
+    """
     if isinstance(value, timedelta):
         value = value.total_seconds()
     lowest = "zero or more" if allow_zero else "greater than zero"
     accepted = f"{lowest} and at most {MAX_SECONDS:,} seconds (ten years)"
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except ValueError as error:
+            errors.append(f"{where}: {error}")
+            return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        errors.append(
-            f"{where} must be a number of seconds or a timedelta, {accepted}; "
-            f"got {value!r}."
-        )
+        errors.append(f"{where} must be {FORMS}, {accepted}; got {value!r}.")
         return None
     if not math.isfinite(value):
         errors.append(
@@ -117,9 +125,11 @@ def _boolean(value, where, errors):
 
 
 def _unknown_keys(given, accepted, where, errors):
-    for key in sorted(set(given) - set(accepted)):
+    for key in sorted(set(given) - set(accepted), key=str):
+        close = difflib.get_close_matches(str(key), [str(a) for a in accepted], n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
         errors.append(
-            f"{where} has an unknown key {key!r}; accepted keys are: "
+            f"{where} has an unknown key {key!r}{guess}; accepted keys are: "
             f"{', '.join(sorted(accepted))}."
         )
 

@@ -33,6 +33,10 @@ class ArgumentsUnreadableError(SteadyQueueError):
     """The job row's stored arguments cannot be read back (tampered or corrupt)."""
 
 
+class NotMigratedError(SteadyQueueError):
+    """steady_queue's tables are missing or out of date: run migrate."""
+
+
 class EnqueueError(SteadyQueueError, ValueError):
     """The call could not be enqueued (bad arguments); nothing was written."""
 

@@ -44,8 +44,14 @@ def test_a_single_queue_name_becomes_a_tuple():
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"worker": []}, "unknown key 'worker'; accepted keys are: clear_finished"),
-        ({"workers": [{"thread": 2}]}, "['workers'][0] has an unknown key 'thread'"),
+        (
+            {"worker": []},
+            "unknown key 'worker' (did you mean 'workers'?); accepted keys are: ",
+        ),
+        (
+            {"workers": [{"thread": 2}]},
+            "['workers'][0] has an unknown key 'thread' (did you mean 'threads'?)",
+        ),
         (
             {"workers": [{"threads": 0}]},
             "['threads'] must be a whole number of at least 1",
@@ -57,7 +63,8 @@ def test_a_single_queue_name_becomes_a_tuple():
             {"dispatchers": [{"batch_size": -1}]},
             "['batch_size'] must be a whole number",
         ),
-        ({"shutdown_timeout": "5s"}, "must be a number of seconds or a timedelta"),
+        ({"shutdown_timeout": "5 parsecs"}, "'5 parsecs' is not a duration"),
+        ({"shutdown_timeout": [5]}, "must be a number of seconds, a timedelta, or a"),
         ({"mode": "async"}, "['mode'] must be one of fork, thread; got 'async'"),
         ({"database": "elsewhere"}, "names the database 'elsewhere', which is not in"),
         ({"preserve_finished_jobs": "yes"}, "must be True or False"),
@@ -72,3 +79,12 @@ def test_bad_options_are_named_with_what_is_accepted(raw, message):
     assert any(message in error for error in errors), errors
     with pytest.raises(ImproperlyConfigured, match="TASKS\\['default'\\]"):
         parse_options(raw)
+
+
+def test_durations_take_the_same_forms_as_on_the_command_line():
+    options = parse_options(
+        {"shutdown_timeout": "2m", "clear_finished_jobs_after": "7d", "timeout": 90}
+    )
+    assert options.shutdown_timeout == 120.0
+    assert options.clear_finished_jobs_after == 7 * 86400.0
+    assert options.timeout == 90.0

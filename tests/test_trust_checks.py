@@ -68,6 +68,7 @@ def test_manage_py_check_fails_on_it_unless_silenced(settings):
     call_command("check", stdout=StringIO(), stderr=StringIO())
 
 
+@pytest.mark.django_db(databases=["default", "queue"])
 def test_steady_queue_check_reports_it_unless_silenced(settings):
     settings.TASKS = shared_tasks(settings)
     err = StringIO()

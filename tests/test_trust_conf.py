@@ -94,6 +94,7 @@ def test_retry_waits_accept_a_timedelta():
     assert options.retry.wait(1, Exception) == 5.0
 
 
+@pytest.mark.django_db
 def test_steady_queue_check_refuses_an_infinite_polling_interval(settings):
     settings.TASKS = {
         "default": {

@@ -54,7 +54,7 @@ def handle(command, options):
 
 def duration(text):
     """Parse --older-than into seconds, as argparse wants its errors."""
-    from ..reporting.progress import parse_duration
+    from ..durations import parse_duration
 
     try:
         return parse_duration(text)

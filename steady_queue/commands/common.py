@@ -1,6 +1,7 @@
 """What several subcommands share: the --backend option and the failed-job filters."""
 
 import argparse
+import sys
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
@@ -43,6 +44,29 @@ def steady_queue_backend(alias):
     return backend
 
 
+def require_migrated(backend):
+    """Stop with "run migrate" before starting on a database without our tables."""
+    from django.db import DatabaseError
+
+    from ..migration_state import MIGRATE_HINT, not_migrated_message
+
+    try:
+        message = not_migrated_message(backend.database)
+    except DatabaseError as error:
+        raise CommandError(
+            f"The database {backend.database!r} cannot be reached: "
+            f"{database_error_line(error)}"
+        ) from error
+    if message is not None:
+        raise CommandError(f"{message}\n{MIGRATE_HINT}")
+
+
+def database_error_line(error):
+    """The first line of a database error, with its class: for one-line reports."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"
+
+
 def add_failed_job_filters(parser):
     """Add the options that pick failed jobs (retry and discard)."""
     parser.add_argument("--queue", help="Only failed jobs of this queue.")
@@ -81,11 +105,63 @@ def set_paused(command, options, paused):
     """Pause (or resume) the named queue and say whether that changed anything."""
     from ..models import Pause
 
-    pauses = Pause.objects.using(steady_queue_backend(options["backend"]).database)
+    backend = steady_queue_backend(options["backend"])
+    pauses = Pause.objects.using(backend.database)
     queue = options["queue"]
+    if paused:
+        warn_if_unknown_queue(command, backend, queue)
     verb = "paused" if paused else "resumed"
     changed = pauses.pause(queue) if paused else pauses.resume(queue)
     if changed:
         command.stdout.write(f"Queue {queue!r} {verb}.")
     else:
         command.stdout.write(f"Queue {queue!r} was already {verb}.")
+
+
+def saying_where_options_go(error, owners, argv=None):
+    """Wrap a parser's error(): an option given before its subcommand is named,
+    with where it goes (``--queue`` belongs after ``retry``, not before it).
+
+    ``owners`` maps each subcommand-only option to the subcommands that take
+    it; ``argv`` (default: sys.argv) is searched for them.
+    """
+
+    def report(message):
+        words = [word.split("=")[0] for word in (argv or sys.argv)]
+        names = {name for names in owners.values() for name in names}
+        # Only what comes before the subcommand is misplaced.
+        first = next((i for i, word in enumerate(words) if word in names), None)
+        misplaced = [option for option in owners if option in words[:first]]
+        if misplaced and ("unrecognized arguments" in message or "choice" in message):
+            option = misplaced[0]
+            where = " or ".join(owners[option])
+            message += (
+                f". {option} is an option of {where}: put it after the "
+                f"subcommand, as in `manage.py steady_queue {owners[option][0]} "
+                f"{option} ...`."
+            )
+        return error(message)
+
+    return report
+
+
+def warn_if_unknown_queue(command, backend, queue):
+    """Warn (on stderr) when no job uses ``queue`` and QUEUES does not name it.
+
+    A typo in a queue name would otherwise pause nothing, or retry nothing,
+    and say nothing about it.
+    """
+    from ..reporting.queues import configured_queue_names, queue_overview
+
+    known = [
+        q["name"]
+        for q in queue_overview(backend.database, configured_queue_names(backend))
+    ]
+    if queue in known:
+        return
+    listed = ", ".join(repr(name) for name in sorted(known)) or "none"
+    command.stderr.write(
+        f"Warning: no job is waiting in, running from or failed in the queue "
+        f"{queue!r}, and QUEUES does not name it. Is it spelt right? Queues "
+        f"in use: {listed}."
+    )

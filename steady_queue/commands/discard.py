@@ -13,5 +13,7 @@ def add_arguments(parser):
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
     failed = common.failed_jobs(backend, "discard", options)
+    if options["queue"]:
+        common.warn_if_unknown_queue(command, backend, options["queue"])
     ids = failed.in_batches(type(failed).discard_all, batch_size=options["batch_size"])
     command.stdout.write(f"Discarded {len(ids)} failed job(s).")

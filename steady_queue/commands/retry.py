@@ -13,6 +13,8 @@ def add_arguments(parser):
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
     failed = common.failed_jobs(backend, "retry", options)
+    if options["queue"]:
+        common.warn_if_unknown_queue(command, backend, options["queue"])
     outcome = failed.retry_in_batches(batch_size=options["batch_size"])
     if outcome:
         command.stdout.write(outcome.summary())

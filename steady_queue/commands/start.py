@@ -7,6 +7,7 @@ scheduler, as forked processes or as threads, until it is told to stop.
 import argparse
 import logging
 import sys
+from dataclasses import replace
 
 from django.core.management.base import CommandError
 
@@ -46,8 +47,12 @@ def handle(command, options):
     if options["only_work"] and options["only_dispatch"]:
         raise CommandError("--only-work and --only-dispatch exclude each other.")
     configure_logging(options["verbosity"])
+    common.require_migrated(backend)
+    config = with_worker_overrides(backend.config, options)
+    if options["once"] or options["max_tasks"] is not None:
+        return run_in_this_process(command, backend, config, options)
     specs = child_specs(
-        backend.config,
+        config,
         workers=not options["only_dispatch"],
         dispatchers=not options["only_work"],
         scheduler=not (options["only_work"] or options["skip_recurring"]),
@@ -58,6 +63,50 @@ def handle(command, options):
         supervisor_class(backend, specs).start()
     except DuplicateSupervisorError as e:
         raise CommandError(str(e)) from e
+
+
+def with_worker_overrides(config, options):
+    """The backend's settings with --queues, --threads, --processes applied.
+
+    Each given option replaces that setting in every configured worker entry,
+    for this run only.
+    """
+    overrides = {
+        key: options[key]
+        for key in ("queues", "threads", "processes")
+        if options[key] is not None
+    }
+    if not overrides:
+        return config
+    return replace(
+        config, workers=tuple(replace(entry, **overrides) for entry in config.workers)
+    )
+
+
+def run_in_this_process(command, backend, config, options):
+    """--once and --max-tasks: run jobs here, without a supervisor, then exit."""
+    from ..processes.burst import Burst
+
+    if options["only_dispatch"]:
+        raise CommandError(
+            "--once and --max-tasks run jobs; they cannot be combined with "
+            "--only-dispatch."
+        )
+    burst = Burst(
+        backend,
+        config.workers,
+        max_tasks=options["max_tasks"],
+        until_idle=options["once"],
+    )
+    ran = burst.start()
+    why = (
+        "stopped"
+        if burst.stopping
+        else f"reached --max-tasks {options['max_tasks']}"
+        if burst.budget_spent
+        else "nothing more is due"
+    )
+    command.stdout.write(f"Ran {ran} job(s); {why}.")
 
 
 def configure_logging(verbosity):
@@ -86,3 +135,67 @@ def _add_options(parser, mode_default, flag_default):
         parser.add_argument(
             flag, action="store_true", default=flag_default, help=help_text
         )
+    value_default = None if mode_default is None else argparse.SUPPRESS
+    parser.add_argument(
+        "--once",
+        "--burst",
+        dest="once",
+        action="store_true",
+        default=flag_default,
+        help="Run every job that is due now in this process (scheduled jobs "
+        "whose time has come included), then exit 0. For tests, CI and cron.",
+    )
+    parser.add_argument(
+        "--max-tasks",
+        type=_positive_integer("--max-tasks"),
+        default=value_default,
+        metavar="N",
+        help="Run jobs in this process until N have run, then exit 0 (with "
+        "--once: at most N).",
+    )
+    parser.add_argument(
+        "--queues",
+        type=_queue_list,
+        default=value_default,
+        metavar="A,B",
+        help="Claim from these queues (comma-separated, in order; * and "
+        "prefix* as in OPTIONS) instead of the configured ones, for this run.",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_integer("--threads"),
+        default=value_default,
+        metavar="N",
+        help="Threads per worker, instead of the configured number.",
+    )
+    parser.add_argument(
+        "--processes",
+        type=_positive_integer("--processes"),
+        default=value_default,
+        metavar="N",
+        help="Processes per worker entry, instead of the configured number.",
+    )
+
+
+def _positive_integer(option):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{option} takes a whole number of 1 or more, got {text!r}."
+            )
+        return value
+
+    return parse
+
+
+def _queue_list(text):
+    queues = tuple(name.strip() for name in text.split(","))
+    if not all(queues):
+        raise argparse.ArgumentTypeError(
+            f"--queues takes queue names separated by commas, got {text!r}."
+        )
+    return queues

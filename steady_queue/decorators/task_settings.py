@@ -9,6 +9,7 @@ import math
 from datetime import timedelta
 
 from ..compat import Task
+from ..durations import FORMS, parse_duration
 
 
 def setting_decorator(name, attribute, value):
@@ -35,7 +36,7 @@ def setting_of(task, attribute, default=None):
 def seconds_setting(value, name, *, allow_zero=False, allow_none=False):
     """Check a decorator's duration once for all: float seconds, or None.
 
-    Takes a number of seconds or a timedelta (and None when ``allow_none``).
+    Takes what durations.FORMS says (and None when ``allow_none``).
     Raises TypeError for anything else and ValueError for a duration that is
     not finite or not above zero (zero passes with ``allow_zero``); each
     message names the setting, ``name``, as the user wrote it.
@@ -44,9 +45,12 @@ def seconds_setting(value, name, *, allow_zero=False, allow_none=False):
         return None
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    accepted = "a number of seconds or a timedelta" + (
-        ", or None" if allow_none else ""
-    )
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from None
+    accepted = FORMS + (", or None" if allow_none else "")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be {accepted}; got {value!r}.")
     lowest = "zero or more" if allow_zero else "greater than zero"

@@ -26,21 +26,24 @@ logger = logging.getLogger("steady_queue")
 class JobRunner:
     """Runs claimed jobs for one worker and turns each run into an Outcome."""
 
-    def __init__(self, backend_class, worker_id):
+    def __init__(self, backend_class, worker_id, manage_connections=True):
         self.backend_class = backend_class
         self.worker_id = worker_id
+        # Off when jobs run on the caller's connection (steady_queue.testing):
+        # closing it would end a test's transaction.
+        self.manage_connections = manage_connections
 
     def run(self, claim, task):
         """Run a claimed job's sync task in the calling thread."""
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
-        close_old_connections()
+        self._close_old_connections()
         try:
             call = self._start(claim, task, decode_arguments(claim.job.arguments))
             value = task.func(*call.args, **call.kwargs)
         except BaseException as error:
             return self._failed(claim, task, error)
         finally:
-            close_old_connections()
+            self._close_old_connections()
         return self._returned(claim, task, value)
 
     async def arun(self, claim, task, timeout=None):
@@ -95,6 +98,10 @@ class JobRunner:
         except BaseException:
             # Receivers read sys.exc_info() to log the traceback.
             task_finished.send(self.backend_class, task_result=result)
+
+    def _close_old_connections(self):
+        if self.manage_connections:
+            close_old_connections()
 
     def _start(self, claim, task, arguments):
         # Decoded once per run, before this: a model argument whose row is gone

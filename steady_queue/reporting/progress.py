@@ -1,20 +1,4 @@
-"""A plain-text progress bar for long commands, and the durations they accept."""
-
-import re
-
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text):
-    """Return seconds for "90", "90s", "15m", "12h", "7d" or "2w"."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text))
-    if not match:
-        raise ValueError(
-            f"{text!r} is not a duration; use a number and a unit, as 7d, 12h, "
-            "30m or 45s."
-        )
-    number, unit = match.groups()
-    return float(number) * UNITS[unit or "s"]
+"""A plain-text progress bar for long commands."""
 
 
 class ProgressBar:

@@ -12,12 +12,14 @@ from django.core.management import CommandError, call_command
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.django_db  # the check reads which migrations are applied
 def test_a_valid_configuration_passes():
     out = StringIO()
     call_command("steady_queue", "check", stdout=out)
     assert "TASKS['default']: the configuration is valid." in out.getvalue()
 
 
+@pytest.mark.django_db
 def test_a_broken_configuration_fails_with_its_message(settings):
     settings.TASKS = {
         "default": {

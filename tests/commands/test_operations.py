@@ -87,3 +87,15 @@ def test_clear_finished_stays_quiet_on_a_small_run():
 def test_clear_finished_rejects_a_bad_duration():
     with pytest.raises(CommandError, match="not a duration"):
         run("clear-finished", "--older-than", "a week")
+
+
+def test_a_queue_name_nothing_uses_gets_a_warning_with_the_queues_in_use():
+    make_job("failed", queue="mail")
+
+    assert run("retry", "--queue", "mial")[1].startswith("Warning: no job")
+    out, err = run("pause", "mial")
+
+    assert out == "Queue 'mial' paused.\n"
+    assert "Warning: no job is waiting in, running from or failed in the queue " in err
+    assert "'mial'" in err and "'mail'" in err
+    assert run("pause", "mail")[1] == ""

@@ -42,8 +42,8 @@ def test_timeout_accepts_a_timedelta():
         (0, "must be a positive, finite duration (greater than zero)"),
         (-1, "must be a positive, finite duration (greater than zero)"),
         (float("nan"), "must be a positive, finite duration"),
-        ("5", "must be a number of seconds or a timedelta, or None"),
-        (True, "must be a number of seconds or a timedelta, or None"),
+        ("soon", "@timeout(seconds): 'soon' is not a duration"),
+        (True, "must be a number of seconds, a timedelta, or a text such as 45s"),
     ],
 )
 def test_timeout_refuses_what_is_not_a_positive_duration(bad, message):
@@ -92,3 +92,11 @@ def test_enqueue_on_commit_checks_the_arguments_at_once():
     with pytest.raises(TypeError, match="Unsupported type"), transaction.atomic():
         enqueue_on_commit(tasks.add, {1, 2}, 3)
     assert Job.objects.count() == 0
+
+
+def test_timeout_takes_durations_as_text():
+    @timeout("2m")
+    def function():
+        pass
+
+    assert function.steady_queue_timeout == 120.0

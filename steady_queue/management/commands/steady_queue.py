@@ -36,14 +36,28 @@ class Command(BaseCommand):
         """What --version prints: ours, then the Django it runs on."""
         return f"django-steady-queue {__version__} (Django {django.get_version()})"
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # No abbreviations: "--queue" before "retry" would silently be taken
+        # as start's "--queues".
+        return super().create_parser(
+            prog_name, subcommand, allow_abbrev=False, **kwargs
+        )
+
     def add_arguments(self, parser):
         common.add_backend_option(parser)
         actions = parser.add_subparsers(dest="action", metavar="ACTION")
         start.add_default_arguments(parser)
+        owners = {}
         for subcommand in SUBCOMMANDS:
-            subparser = actions.add_parser(subcommand.NAME, help=subcommand.HELP)
+            subparser = actions.add_parser(
+                subcommand.NAME, help=subcommand.HELP, allow_abbrev=False
+            )
             subcommand.add_arguments(subparser)
             common.add_backend_option(subparser, suppress=True)
+            for option in subparser._option_string_actions:
+                if option not in parser._option_string_actions:
+                    owners.setdefault(option, []).append(subcommand.NAME)
+        parser.error = common.saying_where_options_go(parser.error, owners)
 
     def handle(self, *args, **options):
         name = options.get("action") or start.NAME

@@ -1,0 +1,182 @@
+"""Burst: run the jobs that are due, in this process, then return.
+
+Behind ``start --once`` and ``start --max-tasks`` on the command line, and
+``steady_queue.testing.run_pending`` in users' test suites. The jobs go the
+production path: the same claim, runner, outcome recording, retries,
+concurrency limits and signals; only the supervisor and the forks are left out.
+"""
+
+import logging
+import signal
+import threading
+from dataclasses import replace
+
+from .db import close_quietly
+from .dispatcher import Dispatcher
+from .interruptible import Interruptible
+from .recycling import Recycler
+from .worker import Worker
+
+logger = logging.getLogger("steady_queue")
+
+
+class InlinePool:
+    """A pool of one that runs each job at once, in the calling thread.
+
+    For test suites: the job sees the caller's database connection, and so the
+    rows of a test's open transaction. No timeout can interrupt it.
+    """
+
+    size = 1
+    idle_threads = 1
+
+    def __init__(self, on_done):
+        self.on_done = on_done
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def post(self, function):
+        self.on_done(function())
+
+    def post_coroutine(self, coroutine_function):
+        import asyncio
+
+        self.on_done(asyncio.run(coroutine_function()))
+
+
+class Burst(Interruptible):
+    """Runs due jobs through one Worker per configured worker entry.
+
+    Each round dispatches every scheduled job that is due, then lets each
+    worker claim and run until it is idle. ``until_idle`` ends the burst after
+    a round that found nothing to do (``--once``); otherwise it waits for new
+    jobs until ``max_tasks`` have run or it is stopped (``--max-tasks``).
+    ``inline`` runs every job in the calling thread (test suites);
+    ``run_scheduled`` runs scheduled jobs (a future ``run_after``, a retry's
+    wait) without waiting for their time.
+    """
+
+    def __init__(
+        self,
+        backend,
+        worker_configs,
+        *,
+        max_tasks=None,
+        until_idle=True,
+        inline=False,
+        run_scheduled=False,
+    ):
+        super().__init__()
+        self.backend = backend
+        self.max_tasks = max_tasks
+        self.until_idle = until_idle
+        self.inline = inline
+        self.run_scheduled = run_scheduled
+        self.stopping = False
+        self.ran = 0
+        self.workers = [
+            Worker(backend, replace(config, max_tasks=None, max_memory_mb=None))
+            for config in worker_configs
+        ]
+        self.dispatcher = Dispatcher(backend, backend.config.dispatchers[0])
+
+    def start(self):
+        """Boot, run until done, shut down; return how many jobs ran."""
+        self.boot()
+        try:
+            self.run()
+        finally:
+            self.shutdown()
+        return self.ran
+
+    def boot(self):
+        if threading.current_thread() is threading.main_thread() and not self.inline:
+            signal.signal(signal.SIGTERM, lambda *_: self.stop())
+            signal.signal(signal.SIGINT, lambda *_: self.stop())
+        for worker in self.workers:
+            if self.inline:
+                worker.pool = InlinePool(worker.completed)
+                # The caller's connection is the test's: leave it open.
+                worker.runner.manage_connections = False
+            worker.pool.start()
+            # Claims are made only for a registered process (see claim()).
+            worker.register()
+            if not self.inline:
+                worker.heartbeat.start()
+
+    def run(self):
+        while not self.stopping and not self.budget_spent:
+            dispatched = self.dispatch_due()
+            claimed = sum(self.drain(worker) for worker in self.workers)
+            if dispatched or claimed:
+                continue
+            if self.until_idle:
+                return
+            self.interruptible_sleep(self.workers[0].polling_interval)
+
+    def shutdown(self):
+        for worker in self.workers:
+            worker.immediate = self.stopping and not self.inline
+            worker.stop_working()
+            worker.heartbeat.stop()
+            worker.deregister()
+            worker.close_wake_pipe()
+        self.dispatcher.close_wake_pipe()
+        self.close_wake_pipe()
+        if not self.inline:
+            # Run from a thread of its own, this burst's connections end with it.
+            close_quietly()
+
+    def stop(self):
+        """Finish the jobs running now, claim nothing more; from signal handlers."""
+        self.stopping = True
+        for worker in self.workers:
+            worker.wake_up()
+        self.wake_up()
+
+    @property
+    def budget_spent(self):
+        return self.max_tasks is not None and self.ran >= self.max_tasks
+
+    def dispatch_due(self):
+        """Make every scheduled job that is due (or, with ``run_scheduled``,
+        every one) ready; return how many moved."""
+        from ..models import ScheduledExecution
+
+        scheduled = ScheduledExecution.objects.using(self.backend.database)
+        if self.run_scheduled:
+            # Every scheduled job, due or not, through its concurrency limit.
+            return len(scheduled.all().make_ready_now())
+        batch_size = self.dispatcher.config.batch_size
+        moved = total = scheduled.dispatch_next_batch(batch_size)
+        while moved == batch_size:
+            moved = scheduled.dispatch_next_batch(batch_size)
+            total += moved
+        return total
+
+    def drain(self, worker):
+        """Let one worker claim and run until it is idle; return how many it took."""
+        taken = 0
+        while True:
+            remaining = None if self.max_tasks is None else self.max_tasks - self.ran
+            if remaining == 0:
+                # What still runs is recorded by shutdown's stop_working().
+                return taken
+            # A fresh count per poll, capped at the budget left: the worker
+            # claims no more than that, and never asks to be recycled.
+            worker.recycler = Recycler(
+                replace(worker.config, max_tasks=remaining), measure_memory=False
+            )
+            delay = worker.poll()
+            claimed = worker.recycler.claimed
+            taken += claimed
+            self.ran += claimed
+            if claimed == 0 and not worker.in_flight:
+                return taken
+            if claimed == 0:
+                # Running on pool threads: woken when one frees up.
+                worker.interruptible_sleep(min(delay, 0.05) or 0.05)

@@ -1,0 +1,190 @@
+"""Helpers for your own test suite: run pending jobs, and check what was enqueued.
+
+Django's ImmediateBackend runs a task at enqueue, without steady_queue's
+argument types or decorators. These helpers keep your configured
+steady_queue backend and run its jobs the production way (serialization,
+@retry, @limits_concurrency, @unique, @timeout's bookkeeping, signals), in the
+calling thread, on the test's own database connection, so they see the rows
+of a test's open transaction::
+
+    from steady_queue.testing import assert_enqueued, run_pending
+
+    def test_checkout_sends_the_confirmation(client):
+        client.post("/checkout/", {...})
+        assert_enqueued(send_order_confirmation, kwargs={"order_id": 1})
+        assert run_pending() == 1
+
+With pytest, the ``steady_queue_jobs`` fixture offers the same as methods.
+"""
+
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends, task_enqueued
+
+__all__ = [
+    "CapturedJobs",
+    "assert_enqueued",
+    "capture_enqueued",
+    "enqueued",
+    "run_pending",
+]
+
+
+def run_pending(
+    backend=DEFAULT_TASK_BACKEND_ALIAS, *, max_tasks=None, run_scheduled=False
+):
+    """Run every job that is due now, until none is left; return how many ran.
+
+    Jobs run one at a time in the calling thread. Scheduled jobs whose time
+    has come are run too, and so are the jobs they unblock or retry with no
+    wait. A ``run_after`` (or a retry's wait) still in the future is left
+    alone unless ``run_scheduled`` is True: then every scheduled job runs at
+    once, so a task's retries run to their end. A job's failure does not
+    raise here: read it from its result, as in production. ``@timeout``
+    cannot interrupt a job run this way.
+    """
+    from ..processes.burst import Burst
+
+    queue_backend = _steady_queue_backend(backend)
+    burst = Burst(
+        queue_backend,
+        queue_backend.config.workers,
+        max_tasks=max_tasks,
+        inline=True,
+        run_scheduled=run_scheduled,
+    )
+    return burst.start()
+
+
+def enqueued(task=None, *, queue_name=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
+    """TaskResults of the jobs waiting to run (ready, scheduled or blocked).
+
+    Oldest first; narrowed to one task (a Task or its dotted path) and one
+    queue when given.
+    """
+    from ..models import Job
+    from ..pipeline.results import build_result
+    from ..states import State, in_state, with_state
+
+    queue_backend = _steady_queue_backend(backend)
+    jobs = Job.objects.using(queue_backend.database).order_by("pk")
+    waiting = (State.READY, State.SCHEDULED, State.BLOCKED)
+    pending = jobs.none()
+    for state in waiting:
+        pending = pending | in_state(jobs, state)
+    if task is not None:
+        pending = pending.filter(task_path=_path_of(task))
+    if queue_name is not None:
+        pending = pending.filter(queue_name=queue_name)
+    return [
+        build_result(job, queue_backend._task_for(job))
+        for job in with_state(pending.order_by("pk"))
+    ]
+
+
+def assert_enqueued(
+    task,
+    *,
+    args=None,
+    kwargs=None,
+    queue_name=None,
+    count=None,
+    backend=DEFAULT_TASK_BACKEND_ALIAS,
+):
+    """Fail unless ``task`` has waiting jobs matching the call; return them.
+
+    ``args`` and ``kwargs``, when given, must equal the call's; ``count``,
+    when given, is the exact number of matching jobs expected. The failure
+    lists what is waiting instead.
+    """
+    waiting = enqueued(backend=backend)
+    return _matching(waiting, task, args, kwargs, queue_name, count, "waiting")
+
+
+class CapturedJobs(list):
+    """The TaskResults enqueued inside a capture_enqueued() block, in order."""
+
+    def assert_enqueued(
+        self, task, *, args=None, kwargs=None, queue_name=None, count=None
+    ):
+        """As assert_enqueued(), over the jobs captured here."""
+        return _matching(self, task, args, kwargs, queue_name, count, "captured")
+
+
+class capture_enqueued:
+    """Collect the TaskResult of every steady_queue enqueue inside the block.
+
+    ::
+
+        with capture_enqueued() as captured:
+            checkout(order)
+        captured.assert_enqueued(send_order_confirmation, count=1)
+        assert captured[0].run_after is None
+    """
+
+    def __enter__(self):
+        self.captured = CapturedJobs()
+        task_enqueued.connect(self._collect, dispatch_uid=id(self))
+        return self.captured
+
+    def __exit__(self, *exc_info):
+        task_enqueued.disconnect(dispatch_uid=id(self))
+        return False
+
+    def _collect(self, sender, task_result, **kwargs):
+        from ..backend import SteadyQueueBackend
+
+        if issubclass(sender, SteadyQueueBackend):
+            self.captured.append(task_result)
+
+
+def _matching(results, task, args, kwargs, queue_name, count, where):
+    path = _path_of(task)
+    found = [
+        result
+        for result in results
+        if result.task.module_path == path
+        and (args is None or list(result.args) == list(args))
+        and (kwargs is None or result.kwargs == kwargs)
+        and (queue_name is None or result.task.queue_name == queue_name)
+    ]
+    if found and (count is None or len(found) == count):
+        return found
+    wanted = path + "".join(
+        f", {name}={value!r}"
+        for name, value in (
+            ("args", args),
+            ("kwargs", kwargs),
+            ("queue_name", queue_name),
+        )
+        if value is not None
+    )
+    seen = (
+        "\n".join(
+            f"  {r.task.module_path} args={list(r.args)!r} kwargs={r.kwargs!r} "
+            f"queue={r.task.queue_name!r}"
+            for r in results
+        )
+        or "  (none)"
+    )
+    expected = "at least one" if count is None else f"exactly {count}"
+    raise AssertionError(
+        f"Expected {expected} {where} job(s) for {wanted}; found {len(found)}. "
+        f"The {where} jobs are:\n{seen}"
+    )
+
+
+def _path_of(task):
+    return task if isinstance(task, str) else task.module_path
+
+
+def _steady_queue_backend(alias):
+    from ..backend import SteadyQueueBackend
+
+    backend = task_backends[alias]
+    if not isinstance(backend, SteadyQueueBackend):
+        raise TypeError(
+            f"TASKS[{alias!r}] is a {type(backend).__name__}, not a "
+            "SteadyQueueBackend: steady_queue.testing runs only steady_queue's jobs. "
+            "Point TASKS at steady_queue.backend.SteadyQueueBackend in your test "
+            "settings."
+        )
+    return backend

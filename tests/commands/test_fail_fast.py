@@ -1,0 +1,107 @@
+"""Fail fast, with the fix in the message: a database without our tables, or
+none at all, gets one clear sentence from every entry point, not a traceback."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage(*args, env=None):
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "manage.py"), *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def unmigrated(tmp_path):
+    """Settings pointing at an empty SQLite database: no steady_queue tables."""
+    return {"SQ_TEST_DB": "sqlite", "SQ_TEST_DATABASE_NAME": str(tmp_path / "e.db")}
+
+
+def test_check_says_to_run_migrate(unmigrated):
+    result = manage("steady_queue", "check", env=unmigrated)
+
+    assert result.returncode != 0
+    assert "steady_queue.E005: steady_queue's tables in the database 'default' " in (
+        result.stderr
+    )
+    assert "0001_initial" in result.stderr
+    assert "HINT: Run `python manage.py migrate`" in result.stderr
+
+
+@pytest.mark.parametrize("arguments", [["start"], ["start", "--once"], ["status"]])
+def test_start_and_status_say_to_run_migrate(unmigrated, arguments):
+    result = manage("steady_queue", *arguments, env=unmigrated)
+
+    assert result.returncode != 0
+    assert "are missing or out of date" in result.stderr
+    assert "Run `python manage.py migrate`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_enqueue_says_to_run_migrate(unmigrated):
+    code = (
+        "from steady_queue.exceptions import NotMigratedError\n"
+        "from tests import tasks\n"
+        "try:\n"
+        "    tasks.add.enqueue(1, 2)\n"
+        "except NotMigratedError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    result = manage("shell", "-c", code, env=unmigrated)
+
+    assert result.returncode == 0, result.stderr
+    assert "refused: steady_queue's tables in the database 'default'" in result.stdout
+    assert "Run `python manage.py migrate`" in result.stdout
+
+
+def test_status_with_the_database_down_is_one_line():
+    unreachable = {"SQ_TEST_DB": "postgres", "SQ_PG_PORT": "9"}
+
+    result = manage("steady_queue", "status", env=unreachable)
+
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(
+        "CommandError: The database 'default' cannot be reached: OperationalError"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "hint"),
+    [
+        (["--queue", "mail", "retry"], "--queue is an option of retry or discard"),
+        (["--json", "status"], "--json is an option of status: put it after"),
+    ],
+)
+def test_an_option_before_its_subcommand_says_where_it_goes(arguments, hint):
+    result = manage("steady_queue", *arguments)
+
+    assert result.returncode == 2
+    assert hint in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_abbreviated_option_is_not_taken_for_another():
+    # "--queue" must not pass for start's "--queues".
+    result = manage("steady_queue", "--queue", "mail", "status")
+
+    assert result.returncode == 2
+    assert "--queue is an option of retry or discard" in result.stderr

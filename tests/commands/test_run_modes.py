@@ -1,0 +1,134 @@
+"""start's run modes: --once, --max-tasks, and the worker overrides, for real.
+
+Each test runs `manage.py steady_queue` in a subprocess against the test
+database, as a user would from a shell, CI or cron.
+"""
+
+import signal
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import Process
+
+from .. import tasks
+from ..helpers import wait_for
+from ..integration.support import wait_for_workers
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+
+def finished(process, timeout=60):
+    process.wait(timeout=timeout)
+    return process.popen.returncode, process.log()
+
+
+def statuses(results):
+    for result in results:
+        result.refresh()
+    return [result.status for result in results]
+
+
+def test_once_runs_what_is_due_then_exits_0(start_supervisor):
+    due = [tasks.add.enqueue(n, n) for n in range(3)]
+    due.append(
+        tasks.add.using(run_after=timezone.now() - timedelta(seconds=1)).enqueue(5, 5)
+    )
+    later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
+
+    code, log = finished(start_supervisor("start", "--once"))
+
+    assert code == 0, log
+    assert "Ran 4 job(s); nothing more is due." in log
+    assert statuses(due) == [TaskResultStatus.SUCCESSFUL] * 4
+    assert statuses([later]) == [TaskResultStatus.READY]
+    assert not Process.objects.exists()
+
+
+def test_once_with_max_tasks_stops_after_that_many(start_supervisor):
+    results = [tasks.add.enqueue(n, n) for n in range(3)]
+
+    code, log = finished(start_supervisor("--once", "--max-tasks", "2"))
+
+    assert code == 0, log
+    assert "Ran 2 job(s); reached --max-tasks 2." in log
+    assert sorted(statuses(results)) == sorted(
+        [TaskResultStatus.SUCCESSFUL] * 2 + [TaskResultStatus.READY]
+    )
+
+
+def test_max_tasks_waits_for_new_jobs_and_exits_after_them(start_supervisor):
+    process = start_supervisor("start", "--max-tasks", "2")
+    wait_for(lambda: Process.objects.filter(kind="worker").exists(), timeout=20)
+    results = [tasks.add.enqueue(1, 1)]
+    # The second job comes once the first has run: the run waits for it.
+    wait_for(lambda: statuses(results) == [TaskResultStatus.SUCCESSFUL], timeout=20)
+    results.append(tasks.add.enqueue(2, 2))
+
+    code, log = finished(process)
+
+    assert code == 0, log
+    assert "Ran 2 job(s); reached --max-tasks 2." in log
+    assert statuses(results) == [TaskResultStatus.SUCCESSFUL] * 2
+
+
+def test_sigterm_ends_a_max_tasks_run_cleanly(start_supervisor):
+    process = start_supervisor("--max-tasks", "5")
+    wait_for(lambda: Process.objects.filter(kind="worker").exists(), timeout=20)
+
+    process.signal(signal.SIGTERM)
+    code, log = finished(process)
+
+    assert code == 0, log
+    assert "Ran 0 job(s); stopped." in log
+    assert not Process.objects.exists()
+
+
+def test_queues_overrides_the_configured_queues(start_supervisor):
+    high = tasks.urgent.enqueue("now")
+    default = tasks.add.enqueue(1, 1)
+
+    code, log = finished(start_supervisor("start", "--once", "--queues", "high"))
+
+    assert code == 0, log
+    assert statuses([high, default]) == [
+        TaskResultStatus.SUCCESSFUL,
+        TaskResultStatus.READY,
+    ]
+
+
+def test_threads_and_processes_override_the_configured_workers(start_supervisor):
+    supervisor = start_supervisor(
+        "start", "--only-work", "--processes", "2", "--threads", "1"
+    )
+
+    workers = wait_for_workers(2)
+
+    assert [worker.metadata["threads"] for worker in workers] == [1, 1]
+    supervisor.signal(signal.SIGTERM)
+    code, log = finished(supervisor)
+    assert code == 0, log
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--threads", "0"], "--threads takes a whole number of 1 or more, got '0'."),
+        (["--max-tasks", "x"], "--max-tasks takes a whole number of 1 or more"),
+        (["--queues", "a,,b"], "--queues takes queue names separated by commas"),
+        (
+            ["--once", "--only-dispatch"],
+            "--once and --max-tasks run jobs; they cannot be combined",
+        ),
+    ],
+)
+def test_bad_run_mode_options_are_refused_with_the_fix(
+    start_supervisor, arguments, message
+):
+    code, log = finished(start_supervisor("start", *arguments))
+
+    assert code != 0
+    assert message in log
+    assert "Traceback" not in log

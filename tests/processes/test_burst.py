@@ -1,0 +1,53 @@
+"""Burst, in-process: rounds of dispatch and drain on real worker threads."""
+
+import threading
+import time
+
+import pytest
+
+from steady_queue.compat import TaskResultStatus, task_backends
+from steady_queue.conf import WorkerConfig
+from steady_queue.models import Process
+from steady_queue.processes.burst import Burst
+
+from .. import tasks
+from ..helpers import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def burst(**options):
+    backend = task_backends["default"]
+    config = WorkerConfig(threads=3, polling_interval=0.05)
+    return Burst(backend, [config], **options)
+
+
+def test_jobs_run_on_the_worker_threads_side_by_side():
+    results = [tasks.sleep_for.enqueue(0.5) for _ in range(3)]
+
+    started = time.monotonic()
+    ran = burst().start()
+    elapsed = time.monotonic() - started
+
+    assert ran == 3
+    for result in results:
+        result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
+    # Three threads: about one job's time, not three.
+    assert elapsed < 1.4  # serial would take 1.5 s or more
+    assert not Process.objects.exists()
+
+
+def test_a_stop_from_another_thread_ends_a_waiting_run():
+    waiting = burst(max_tasks=10, until_idle=False)
+    done = []
+    runner = threading.Thread(target=lambda: done.append(waiting.start()))
+    runner.start()
+    wait_for(lambda: Process.objects.filter(kind="worker").exists())
+
+    waiting.stop()
+    runner.join(timeout=10)
+
+    assert not runner.is_alive()
+    assert done == [0]
+    assert not Process.objects.exists()

@@ -1,0 +1,147 @@
+"""steady_queue.testing in a test's own transaction, as users' suites use it."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.compat import FRAMEWORK, TaskResultStatus
+from steady_queue.models import Job, Process
+from steady_queue.testing import (
+    assert_enqueued,
+    capture_enqueued,
+    enqueued,
+    run_pending,
+)
+
+from .. import tasks
+
+# Not transaction=True: the point is that jobs run inside the test's transaction.
+pytestmark = pytest.mark.django_db
+
+
+def test_run_pending_runs_every_due_job_the_production_way():
+    added = tasks.add.enqueue(2, 3)
+    failed = tasks.fail.enqueue("no luck")
+    later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
+
+    assert run_pending() == 2
+
+    added.refresh()
+    failed.refresh()
+    later.refresh()
+    assert added.status == TaskResultStatus.SUCCESSFUL
+    assert added.return_value == 5
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class_path == "builtins.ValueError"
+    # A run_after still ahead is left alone, and so is nothing else.
+    assert later.status == TaskResultStatus.READY
+    assert not Process.objects.exists()
+
+
+def test_run_pending_follows_retries_with_no_wait_and_limits(tmp_path):
+    path = str(tmp_path / "attempts")
+    picky = tasks.picky.enqueue(path, "retried")
+    first = tasks.one_at_a_time.enqueue(str(tmp_path / "runs"), "k", 0)
+    second = tasks.one_at_a_time.enqueue(str(tmp_path / "runs"), "k", 0)
+
+    ran = run_pending()
+
+    picky.refresh()
+    assert picky.status == TaskResultStatus.FAILED
+    assert picky.attempts == 5  # every retry ran, one after another
+    for result in (first, second):
+        result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
+    # The second limited job was blocked until the first one's finish freed
+    # the slot; it ran in a later round.
+    assert ran == 5 + 2
+
+
+def test_run_pending_stops_at_max_tasks():
+    for value in range(3):
+        tasks.add.enqueue(value, value)
+
+    assert run_pending(max_tasks=2) == 2
+    assert len(enqueued(tasks.add)) == 1
+    assert run_pending() == 1
+
+
+def test_run_pending_runs_async_tasks_and_model_arguments():
+    result = tasks.async_add.enqueue(20, 22)
+
+    run_pending()
+
+    result.refresh()
+    assert result.return_value == 42
+
+
+def test_enqueued_lists_waiting_jobs_and_assert_enqueued_matches_them():
+    tasks.add.enqueue(1, 2)
+    tasks.urgent.enqueue("fire")
+
+    assert [r.task.module_path for r in enqueued()] == [
+        "tests.tasks.add",
+        "tests.tasks.urgent",
+    ]
+    assert len(enqueued(queue_name="high")) == 1
+    (found,) = assert_enqueued(tasks.add, args=[1, 2])
+    assert found.status == TaskResultStatus.READY
+    assert_enqueued("tests.tasks.urgent", queue_name="high", count=1)
+
+
+def test_a_failed_assertion_says_what_is_waiting_instead():
+    tasks.add.enqueue(1, 2)
+
+    with pytest.raises(AssertionError) as failure:
+        assert_enqueued(tasks.add, args=[9, 9])
+
+    message = str(failure.value)
+    assert "Expected at least one waiting job(s) for tests.tasks.add, args=[9, 9]" in (
+        message
+    )
+    assert "tests.tasks.add args=[1, 2] kwargs={} queue='default'" in message
+
+
+def test_capture_enqueued_collects_what_the_block_enqueued():
+    tasks.noop.enqueue()
+    with capture_enqueued() as captured:
+        tasks.add.enqueue(1, 2)
+        tasks.add.using(priority=5).enqueue(3, 4)
+
+    assert [list(r.args) for r in captured] == [[1, 2], [3, 4]]
+    captured.assert_enqueued(tasks.add, count=2)
+    with pytest.raises(AssertionError, match="exactly 1 captured"):
+        captured.assert_enqueued(tasks.add, count=1)
+
+
+def test_the_pytest_fixture_offers_the_same(steady_queue_jobs):
+    tasks.add.enqueue(4, 4)
+
+    steady_queue_jobs.assert_enqueued(tasks.add, args=[4, 4])
+    assert steady_queue_jobs.run_pending() == 1
+    assert steady_queue_jobs.enqueued() == []
+    assert Job.objects.get().return_value == 8
+
+
+def test_another_backend_is_refused_with_how_to_fix_it(settings):
+    settings.TASKS = {
+        **settings.TASKS,
+        "immediate": {"BACKEND": f"{FRAMEWORK}.backends.immediate.ImmediateBackend"},
+    }
+    with pytest.raises(TypeError, match="not a SteadyQueueBackend"):
+        run_pending("immediate")
+
+
+def test_run_scheduled_runs_future_jobs_and_retry_waits_at_once(tmp_path):
+    path = str(tmp_path / "attempts")
+    flaky = tasks.flaky.enqueue(path, 2)  # fails twice, retried after 0.3 s
+    later = tasks.add.using(run_after=timezone.now() + timedelta(days=1)).enqueue(2, 2)
+
+    assert run_pending() == 1
+    assert run_pending(run_scheduled=True) == 3
+
+    flaky.refresh()
+    later.refresh()
+    assert (flaky.status, flaky.attempts) == (TaskResultStatus.SUCCESSFUL, 3)
+    assert later.return_value == 4
