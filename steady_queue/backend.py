@@ -12,6 +12,7 @@ from .compat import (
     InvalidTask,
     Task,
     TaskResultDoesNotExist,
+    task_backends,
     task_enqueued,
 )
 from .conf import parse_options
@@ -177,3 +178,15 @@ class SteadyQueueBackend(BaseTaskBackend):
             return Task(func=missing_task, **settings_of_the_job)
         # Task.get_result() compares functions, so reuse the imported one.
         return task.using(**settings_of_the_job)
+
+
+def steady_queue_backend(alias, refusal):
+    """TASKS[alias] if it is a SteadyQueueBackend; else raise ``refusal``.
+
+    ``refusal`` is the exception (class and message) the caller's users
+    should see; an alias TASKS does not have raises InvalidTaskBackend.
+    """
+    found = task_backends[alias]
+    if not isinstance(found, SteadyQueueBackend):
+        raise refusal
+    return found

@@ -141,13 +141,16 @@ def _queues(value, where, errors):
         errors.append(f"{where} must be a queue name or a non-empty list of them.")
         return None
     for name in value:
-        if not isinstance(name, str) or not name:
-            errors.append(f"{where} contains {name!r}; queue names are strings.")
+        if not isinstance(name, str) or not name.removeprefix("!"):
+            errors.append(
+                f"{where} contains {name!r}; queue names are non-empty strings "
+                "('!name' leaves a queue out)."
+            )
             return None
-        if "*" in name[:-1]:
+        if "*" in name.removeprefix("!")[:-1]:
             errors.append(
                 f"{where} contains {name!r}; '*' is allowed alone or as a suffix "
-                "(e.g. 'reports*')."
+                "(e.g. 'reports*', '!reports*')."
             )
             return None
     return tuple(value)

@@ -58,6 +58,8 @@ def test_a_single_queue_name_becomes_a_tuple():
         ),
         ({"workers": [{"queues": []}]}, "must be a queue name or a non-empty list"),
         ({"workers": [{"queues": ["*_foo"]}]}, "'*' is allowed alone or as a suffix"),
+        ({"workers": [{"queues": ["*", "!"]}]}, "'!name' leaves a queue out"),
+        ({"workers": [{"queues": ["!a*b"]}]}, "'*' is allowed alone or as a suffix"),
         ({"workers": "all"}, "['workers'] must be a list of dicts"),
         (
             {"dispatchers": [{"batch_size": -1}]},
@@ -88,3 +90,8 @@ def test_durations_take_the_same_forms_as_on_the_command_line():
     assert options.shutdown_timeout == 120.0
     assert options.clear_finished_jobs_after == 7 * 86400.0
     assert options.timeout == 90.0
+
+
+def test_a_queue_list_may_leave_queues_out():
+    options = parse_options({"workers": [{"queues": ["*", "!reports", "!big*"]}]})
+    assert options.workers[0].queues == ("*", "!reports", "!big*")

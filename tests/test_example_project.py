@@ -5,7 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+# The example runs on its own SQLite database: once per Django version.
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
+    reason="the example project runs on its own SQLite database",
+)
 
 
 def test_the_example_shops_tests_pass_with_the_testing_helpers(tmp_path):

@@ -17,11 +17,58 @@ NAME = "start"
 HELP = "Run the supervisor (the default)."
 
 FLAGS = (
-    ("--only-work", "Start workers only."),
-    ("--only-dispatch", "Start dispatchers (and the scheduler) only."),
+    (("--only-work",), "Start workers only."),
+    (("--only-dispatch",), "Start dispatchers (and the scheduler) only."),
     (
-        "--skip-recurring",
+        ("--skip-recurring",),
         "Start no scheduler: recurring tasks are left to other hosts.",
+    ),
+    (
+        ("--reload",),
+        "For development: run the workers as threads and restart them when "
+        "the project's Python files change.",
+    ),
+    (
+        ("--once", "--burst"),
+        "Run every job that is due now in this process (scheduled jobs whose "
+        "time has come included), then exit 0. For tests, CI and cron.",
+    ),
+)
+
+#: Options with a value: (flag, reader, metavar, help). None when not given.
+VALUES = (
+    (
+        "--max-tasks",
+        "count",
+        "N",
+        "Run jobs in this process until N have run, then exit 0 (with --once: "
+        "at most N).",
+    ),
+    (
+        "--queues",
+        "queues",
+        "A,B",
+        "Claim from these queues (comma-separated, in order; * and prefix* as "
+        "in OPTIONS) instead of the configured ones, for this run.",
+    ),
+    (
+        "--exclude-queues",
+        "queues",
+        "A,B",
+        "Claim nothing from these queues (names or prefix*), whatever the queue "
+        "lists say; the same as '!name' entries in OPTIONS.",
+    ),
+    (
+        "--threads",
+        "count",
+        "N",
+        "Threads per worker, instead of the configured number.",
+    ),
+    (
+        "--processes",
+        "count",
+        "N",
+        "Processes per worker entry, instead of the configured number.",
     ),
 )
 
@@ -58,6 +105,8 @@ def handle(command, options):
         scheduler=not (options["only_work"] or options["skip_recurring"]),
     )
     mode = options["mode"] or backend.config.mode
+    if options["reload"]:
+        return run_reloading(backend, specs, mode)
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
     try:
         supervisor_class(backend, specs).start()
@@ -65,22 +114,42 @@ def handle(command, options):
         raise CommandError(str(e)) from e
 
 
+def run_reloading(backend, specs, mode):
+    """--reload: a thread-mode supervisor, restarted when Python files change."""
+    from ..processes.reloading import run_with_reloading
+    from ..processes.thread_supervisor import ThreadSupervisor
+
+    if mode == "fork":
+        # Forked children would keep the old code; threads restart with it.
+        logging.getLogger("steady_queue").info(
+            "--reload runs the workers as threads (mode thread)"
+        )
+    status = run_with_reloading(ThreadSupervisor(backend, specs))
+    if status:
+        sys.exit(status)
+
+
 def with_worker_overrides(config, options):
     """The backend's settings with --queues, --threads, --processes applied.
 
     Each given option replaces that setting in every configured worker entry,
-    for this run only.
+    for this run only; --exclude-queues adds its names to every entry's list
+    as ``!name`` entries.
     """
     overrides = {
         key: options[key]
         for key in ("queues", "threads", "processes")
         if options[key] is not None
     }
-    if not overrides:
+    excluded = tuple(f"!{name}" for name in options["exclude_queues"] or ())
+    if not overrides and not excluded:
         return config
-    return replace(
-        config, workers=tuple(replace(entry, **overrides) for entry in config.workers)
-    )
+
+    def overridden(entry):
+        entry = replace(entry, **overrides)
+        return replace(entry, queues=entry.queues + excluded)
+
+    return replace(config, workers=tuple(overridden(w) for w in config.workers))
 
 
 def run_in_this_process(command, backend, config, options):
@@ -131,50 +200,24 @@ def _add_options(parser, mode_default, flag_default):
         help="Run children as forked processes or as threads "
         "(default: OPTIONS['mode'], which defaults to fork).",
     )
-    for flag, help_text in FLAGS:
+    for names, help_text in FLAGS:
         parser.add_argument(
-            flag, action="store_true", default=flag_default, help=help_text
+            *names,
+            dest=names[0].removeprefix("--").replace("-", "_"),
+            action="store_true",
+            default=flag_default,
+            help=help_text,
         )
-    value_default = None if mode_default is None else argparse.SUPPRESS
-    parser.add_argument(
-        "--once",
-        "--burst",
-        dest="once",
-        action="store_true",
-        default=flag_default,
-        help="Run every job that is due now in this process (scheduled jobs "
-        "whose time has come included), then exit 0. For tests, CI and cron.",
-    )
-    parser.add_argument(
-        "--max-tasks",
-        type=_positive_integer("--max-tasks"),
-        default=value_default,
-        metavar="N",
-        help="Run jobs in this process until N have run, then exit 0 (with "
-        "--once: at most N).",
-    )
-    parser.add_argument(
-        "--queues",
-        type=_queue_list,
-        default=value_default,
-        metavar="A,B",
-        help="Claim from these queues (comma-separated, in order; * and "
-        "prefix* as in OPTIONS) instead of the configured ones, for this run.",
-    )
-    parser.add_argument(
-        "--threads",
-        type=_positive_integer("--threads"),
-        default=value_default,
-        metavar="N",
-        help="Threads per worker, instead of the configured number.",
-    )
-    parser.add_argument(
-        "--processes",
-        type=_positive_integer("--processes"),
-        default=value_default,
-        metavar="N",
-        help="Processes per worker entry, instead of the configured number.",
-    )
+    readers = {"count": _positive_integer, "queues": _queue_list}
+    for flag, reader, metavar, help_text in VALUES:
+        parser.add_argument(
+            flag,
+            type=readers[reader](flag),
+            # Left out on the subcommand, as --mode is (see add_arguments).
+            default=None if mode_default is None else argparse.SUPPRESS,
+            metavar=metavar,
+            help=help_text,
+        )
 
 
 def _positive_integer(option):
@@ -192,10 +235,13 @@ def _positive_integer(option):
     return parse
 
 
-def _queue_list(text):
-    queues = tuple(name.strip() for name in text.split(","))
-    if not all(queues):
-        raise argparse.ArgumentTypeError(
-            f"--queues takes queue names separated by commas, got {text!r}."
-        )
-    return queues
+def _queue_list(option):
+    def parse(text):
+        queues = tuple(name.strip() for name in text.split(","))
+        if not all(queues):
+            raise argparse.ArgumentTypeError(
+                f"{option} takes queue names separated by commas, got {text!r}."
+            )
+        return queues
+
+    return parse

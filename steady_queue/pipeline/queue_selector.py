@@ -7,12 +7,19 @@ class QueueSelector:
     """Which ready rows a worker may claim, queue by queue, in the order given.
 
     ``["*"]`` means every queue, ``"reports*"`` every queue with that prefix, and
-    any other name that queue alone. Paused queues are skipped; pauses are re-read
-    at most every ``pause_refresh`` seconds, so a pause takes effect within that.
+    any other name that queue alone. An entry starting with ``!`` excludes a
+    queue (or, ending in ``*``, a prefix) from every other entry; a list of
+    exclusions alone means every other queue. Paused queues are skipped; pauses
+    are re-read at most every ``pause_refresh`` seconds, so a pause takes effect
+    within that.
     """
 
     def __init__(self, queues, database, pause_refresh=1.0):
-        self.queues = tuple(queues)
+        excluded = tuple(name[1:] for name in queues if name.startswith("!"))
+        self.queues = tuple(name for name in queues if not name.startswith("!"))
+        self.queues = self.queues or ("*",)
+        self.excluded_names = frozenset(n for n in excluded if not n.endswith("*"))
+        self.excluded_prefixes = tuple(n[:-1] for n in excluded if n.endswith("*"))
         self.database = database
         self.pause_refresh = pause_refresh
         self._paused = frozenset()
@@ -32,20 +39,27 @@ class QueueSelector:
         """
         paused = self.paused_queue_names()
         if self.matches_all:
-            yield (
-                ("*", paused),
-                ready.exclude(queue_name__in=paused) if paused else ready,
-            )
+            yield ("*", paused), self._without(ready, paused)
             return
         for name in self.queues:
             if name.endswith("*"):
                 prefixed = ready.filter(queue_name__startswith=name[:-1])
-                yield (
-                    (name, paused),
-                    prefixed.exclude(queue_name__in=paused) if paused else prefixed,
-                )
-            elif name not in paused:
+                yield (name, paused), self._without(prefixed, paused)
+            elif name not in paused and not self.excludes(name):
                 yield (name, ()), ready.filter(queue_name=name)
+
+    def excludes(self, name):
+        """Whether a ``!`` entry leaves the queue ``name`` out."""
+        return name in self.excluded_names or name.startswith(self.excluded_prefixes)
+
+    def _without(self, queryset, paused):
+        """``queryset`` less the paused queues and the excluded ones."""
+        skipped = paused | self.excluded_names
+        if skipped:
+            queryset = queryset.exclude(queue_name__in=skipped)
+        for prefix in self.excluded_prefixes:
+            queryset = queryset.exclude(queue_name__startswith=prefix)
+        return queryset
 
     def paused_queue_names(self):
         from ..models import Pause

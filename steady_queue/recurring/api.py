@@ -1,6 +1,6 @@
 """Add, change and remove recurring tasks at runtime, and run one at once."""
 
-from ..compat import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, Task
 from ..exceptions import RecurringTaskError, RecurringTaskNotFound
 from .specs import RecurringSpec, static_specs
 from .validation import problems
@@ -85,12 +85,12 @@ def run_now(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
 
 
 def _steady_queue_backend(alias):
-    from ..backend import SteadyQueueBackend
+    from ..backend import steady_queue_backend
 
-    found = task_backends[alias]
-    if not isinstance(found, SteadyQueueBackend):
-        raise RecurringTaskError(
+    return steady_queue_backend(
+        alias,
+        RecurringTaskError(
             f"TASKS[{alias!r}] is not a SteadyQueueBackend; only steady_queue "
             "backends run recurring tasks."
-        )
-    return found
+        ),
+    )

@@ -17,7 +17,7 @@ of a test's open transaction::
 With pytest, the ``steady_queue_jobs`` fixture offers the same as methods.
 """
 
-from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends, task_enqueued
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_enqueued
 
 __all__ = [
     "CapturedJobs",
@@ -177,14 +177,13 @@ def _path_of(task):
 
 
 def _steady_queue_backend(alias):
-    from ..backend import SteadyQueueBackend
+    from ..backend import steady_queue_backend
 
-    backend = task_backends[alias]
-    if not isinstance(backend, SteadyQueueBackend):
-        raise TypeError(
-            f"TASKS[{alias!r}] is a {type(backend).__name__}, not a "
-            "SteadyQueueBackend: steady_queue.testing runs only steady_queue's jobs. "
-            "Point TASKS at steady_queue.backend.SteadyQueueBackend in your test "
-            "settings."
-        )
-    return backend
+    return steady_queue_backend(
+        alias,
+        TypeError(
+            f"TASKS[{alias!r}] is not a SteadyQueueBackend: steady_queue.testing "
+            "runs only steady_queue's jobs. Point TASKS at "
+            "steady_queue.backend.SteadyQueueBackend in your test settings."
+        ),
+    )

@@ -1,9 +1,10 @@
-"""start's run modes: --once, --max-tasks, and the worker overrides, for real.
+"""start's run modes: --once, --max-tasks, --reload and the worker overrides.
 
 Each test runs `manage.py steady_queue` in a subprocess against the test
 database, as a user would from a shell, CI or cron.
 """
 
+import os
 import signal
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.models import Process
 
 from .. import tasks
+from ..conftest import ROOT
 from ..helpers import wait_for
 from ..integration.support import wait_for_workers
 
@@ -99,6 +101,19 @@ def test_queues_overrides_the_configured_queues(start_supervisor):
     ]
 
 
+def test_exclude_queues_leaves_those_queues_alone(start_supervisor):
+    high = tasks.urgent.enqueue("now")
+    default = tasks.add.enqueue(1, 1)
+
+    code, log = finished(start_supervisor("--once", "--exclude-queues", "high"))
+
+    assert code == 0, log
+    assert statuses([high, default]) == [
+        TaskResultStatus.READY,
+        TaskResultStatus.SUCCESSFUL,
+    ]
+
+
 def test_threads_and_processes_override_the_configured_workers(start_supervisor):
     supervisor = start_supervisor(
         "start", "--only-work", "--processes", "2", "--threads", "1"
@@ -132,3 +147,36 @@ def test_bad_run_mode_options_are_refused_with_the_fix(
     assert code != 0
     assert message in log
     assert "Traceback" not in log
+
+
+def test_reload_restarts_the_supervisor_when_a_python_file_changes(start_supervisor):
+    process = start_supervisor("start", "--reload")
+    first = wait_for(lambda: Process.objects.filter(kind="worker").first(), timeout=30)
+    settings_file = ROOT / "tests" / "settings.py"
+    stat = settings_file.stat()
+
+    def touched_and_restarted():
+        # The watcher records a file's time on its first pass, then compares:
+        # keep moving the time on until a pass has seen the change.
+        touched_and_restarted.bump += 1
+        later = stat.st_mtime + touched_and_restarted.bump
+        os.utime(settings_file, (stat.st_atime, later))
+        return "changed; restarting the supervisor" in process.log()
+
+    touched_and_restarted.bump = 0
+    try:
+        wait_for(touched_and_restarted, timeout=30, interval=0.5)
+    finally:
+        os.utime(settings_file, (stat.st_atime, stat.st_mtime))
+    replaced = wait_for(
+        lambda: Process.objects.filter(kind="worker").exclude(pk=first.pk).first(),
+        timeout=30,
+    )
+    result = tasks.add.enqueue(2, 2)
+    wait_for(lambda: statuses([result]) == [TaskResultStatus.SUCCESSFUL], timeout=20)
+
+    process.signal(signal.SIGTERM)
+    code, log = finished(process)
+    assert code == 0, log
+    assert replaced.name != first.name
+    assert not Process.objects.exists()

@@ -80,6 +80,17 @@ def test_a_prefix_matches_queues_that_start_with_it():
     assert labels(claim(["rep*"])) == ["r"]
 
 
+def test_excluded_queues_are_left_out_of_every_entry():
+    enqueue("r", queue="reports")
+    enqueue("h", queue="high")
+    enqueue("m", queue="mail")
+    enqueue("d", queue="default")
+
+    assert labels(claim(["*", "!high", "!mail"])) == ["r", "d"]
+    assert labels(claim(["h*", "mail", "!h*"])) == ["m"]
+    assert labels(claim(["!mail"])) == ["h"]  # exclusions alone: all the others
+
+
 def test_paused_queues_are_skipped():
     enqueue("mail", queue="mail")
     enqueue("default")
