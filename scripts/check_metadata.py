@@ -29,9 +29,15 @@ def problems_of(metadata, version):
     missing = REQUIRED_CLASSIFIERS - set(metadata.get_all("Classifier") or [])
     if missing:
         yield f"missing classifiers: {sorted(missing)}"
-    urls = {entry.split(",")[0] for entry in metadata.get_all("Project-URL") or []}
-    if REQUIRED_URLS - urls:
-        yield f"missing Project-URLs: {sorted(REQUIRED_URLS - urls)}"
+    urls = dict(
+        (part.strip() for part in entry.split(",", 1))
+        for entry in metadata.get_all("Project-URL") or []
+    )
+    if REQUIRED_URLS - set(urls):
+        yield f"missing Project-URLs: {sorted(REQUIRED_URLS - set(urls))}"
+    checks = Path(__file__).resolve().parent.parent / "steady_queue" / "checks.py"
+    if urls.get("Documentation", "-") not in checks.read_text():
+        yield "the check hints do not point into the Documentation URL"
     if metadata["Description-Content-Type"] != "text/markdown":
         yield "the description is not marked as Markdown"
     description = metadata.get_payload()

@@ -27,6 +27,11 @@ def test_bad_options_are_errors_with_their_key(settings):
     text = " ".join(m.msg for m in found)
     assert "unknown key 'colour'" in text
     assert "['threads'] must be a whole number" in text
+    # The hint is an address to open, the one the package metadata links too.
+    assert {m.hint for m in found} == {
+        "Every option is described at "
+        "https://django-steady-queue.readthedocs.io/en/latest/configuration.html"
+    }
 
 
 def test_the_app_must_be_installed(settings):

@@ -148,24 +148,27 @@ def test_a_new_project_built_from_the_docs_runs_its_first_task(tmp_path):
         "the configuration is valid" in project.manage("steady_queue", "check").stdout
     )
 
-    result_id = project.shell(
+    # quickstart.rst's "Enqueue it" samples, run as written after a prelude
+    # giving them the names the page takes as known.
+    enqueue_samples = [
+        block_with("quickstart.rst", "with transaction.atomic():"),
+        block_with("quickstart.rst", "result = send_order_confirmation.enqueue("),
+    ]
+    prelude = textwrap.dedent(
         """
-        from django.db import transaction
         from shop.models import Order
         from shop.tasks import send_order_confirmation
 
-        with transaction.atomic():
-            order = Order.objects.create(
-                customer_email="ada@example.com", item="Teapot", amount="25.00"
-            )
-            result = send_order_confirmation.enqueue(order.pk)
-        print("=>", result.id, result.status)
+        email, item, amount = "ada@example.com", "Teapot", "25.00"
         """
-    ).split()
+    )
+    report = 'print("=>", result.id, result.status, Order.objects.count())\n'
+    result_id = project.shell(prelude + "\n".join(enqueue_samples) + report).split()
     assert result_id[1] in ("READY", "TaskResultStatus.READY")
+    assert result_id[2] == "1"  # the same order enqueued twice, once per sample
 
     ran = project.manage("steady_queue", "--once")
-    assert "Ran 1 job(s); nothing more is due." in ran.stdout
+    assert "Ran 2 job(s); nothing more is due." in ran.stdout
 
     read = project.shell(
         f"""
