@@ -5,4 +5,7 @@ from django.urls import path
 from . import views
 
 app_name = "steady_queue"
-urlpatterns = [path("metrics", views.metrics, name="metrics")]
+urlpatterns = [
+    path("metrics", views.metrics, name="metrics"),
+    path("health", views.health, name="health"),
+]

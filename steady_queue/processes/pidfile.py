@@ -13,7 +13,7 @@ class Pidfile:
 
     def acquire(self):
         holder = self._holder()
-        if holder is not None and holder != os.getpid() and _is_running(holder):
+        if holder is not None and holder != os.getpid() and is_running(holder):
             raise DuplicateSupervisorError(
                 f"A supervisor (pid {holder}) already runs on this host, holding "
                 f"{self.path}. Stop it first, or set a different "
@@ -37,7 +37,8 @@ class Pidfile:
             return None
 
 
-def _is_running(pid):
+def is_running(pid):
+    """Whether a process with this pid runs on this host (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

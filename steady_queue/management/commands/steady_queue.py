@@ -13,6 +13,7 @@ from ...commands import (
     clear_finished,
     common,
     discard,
+    health,
     pause,
     resume,
     retry,
@@ -21,7 +22,17 @@ from ...commands import (
 )
 
 #: The subcommands, in the order --help lists them.
-SUBCOMMANDS = (start, status, clear_finished, pause, resume, retry, discard, check)
+SUBCOMMANDS = (
+    start,
+    status,
+    health,
+    clear_finished,
+    pause,
+    resume,
+    retry,
+    discard,
+    check,
+)
 
 
 class Command(BaseCommand):

@@ -1,0 +1,87 @@
+"""Health: what an orchestrator probes before it sends traffic or restarts us.
+
+Three checks, in order, each with a line an operator can read: the queue
+database answers, steady_queue's migrations are applied, and a supervisor is
+alive (heartbeating within ``process_alive_threshold``; on this host, also a
+running process). ``manage.py steady_queue health`` asks about this host's
+supervisor; the HTTP view, served by web processes that run none, about any.
+"""
+
+import socket
+from dataclasses import dataclass
+
+from django.db import DatabaseError
+
+from ..processes.pidfile import is_running
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One health check: its name, whether it passed, and what was found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """The checks of one probe; healthy when every one passed."""
+
+    checks: tuple
+
+    @property
+    def ok(self):
+        return all(check.ok for check in self.checks)
+
+    def as_dict(self):
+        return {
+            "status": "ok" if self.ok else "unhealthy",
+            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.checks},
+        }
+
+
+def check_health(backend, this_host=False):
+    """Run the checks against ``backend``'s database; return a Health."""
+    from ..migration_state import not_migrated_message
+    from ..models import Process
+
+    processes = Process.objects.using(backend.database)
+    try:
+        now = processes.database_now()
+    except DatabaseError as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        detail = f"cannot be reached ({type(error).__name__}: {first})"
+        return Health((Check("database", False, detail),))
+    checks = [Check("database", True, "reachable")]
+    missing = not_migrated_message(backend.database)
+    checks.append(Check("migrations", missing is None, missing or "applied"))
+    if missing is None:
+        checks.append(_supervisor_check(backend, processes, now, this_host))
+    return Health(tuple(checks))
+
+
+def _supervisor_check(backend, processes, now, this_host):
+    threshold = backend.config.process_alive_threshold
+    supervisors = processes.filter(kind="supervisor")
+    where = "on this host" if this_host else "anywhere"
+    if this_host:
+        supervisors = supervisors.filter(hostname=socket.gethostname())
+    alive = list(supervisors.alive(threshold, now))
+    if this_host:
+        # A killed supervisor keeps a fresh heartbeat row for a while: on
+        # this host its pid says at once whether it still runs.
+        alive = [process for process in alive if is_running(process.pid)]
+    if not alive:
+        return Check(
+            "supervisor",
+            False,
+            f"no supervisor {where} has heartbeated in the last {threshold:g} s "
+            "(is `manage.py steady_queue` running?)",
+        )
+    ages = [(now - process.last_heartbeat_at).total_seconds() for process in alive]
+    return Check(
+        "supervisor",
+        True,
+        f"{len(alive)} alive {where}, last heartbeat {min(ages):.1f} s ago",
+    )

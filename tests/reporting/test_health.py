@@ -1,0 +1,88 @@
+"""health: the command and the view, against process rows in each condition."""
+
+import subprocess
+import sys
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from steady_queue.models import Process
+
+pytestmark = pytest.mark.django_db
+
+
+def health(*args):
+    out = StringIO()
+    try:
+        call_command("steady_queue", "health", *args, stdout=out)
+    except CommandError as error:
+        return False, out.getvalue(), str(error)
+    return True, out.getvalue(), ""
+
+
+def supervisor(**fields):
+    row = Process.objects.register(kind="supervisor", name="supervisor-health")
+    if fields:
+        Process.objects.filter(pk=row.pk).update(**fields)
+    return row
+
+
+def test_no_supervisor_is_unhealthy_and_says_what_to_run():
+    ok, out, error = health()
+
+    assert not ok
+    assert "ok   database: reachable" in out
+    assert "ok   migrations: applied" in out
+    assert "FAIL supervisor: no supervisor on this host has heartbeated" in out
+    assert "is `manage.py steady_queue` running?" in out
+    assert error == "unhealthy: supervisor"
+
+
+def test_a_live_supervisor_on_this_host_is_healthy():
+    supervisor()  # registered with this process's pid, which runs
+
+    ok, out, _ = health()
+
+    assert ok
+    assert "ok   supervisor: 1 alive on this host, last heartbeat" in out
+    assert out.endswith("healthy\n")
+
+
+def test_a_supervisor_that_stopped_heartbeating_is_unhealthy():
+    row = supervisor()
+    Process.objects.filter(pk=row.pk).update(
+        last_heartbeat_at=row.last_heartbeat_at - timedelta(minutes=10)
+    )
+
+    assert not health()[0]
+
+
+def test_a_killed_supervisor_is_unhealthy_at_once_though_its_row_is_fresh():
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    supervisor(pid=int(gone.stdout))
+
+    ok, out, _ = health()
+
+    assert not ok
+    assert "FAIL supervisor" in out
+    # The view asks about any host: it cannot see another host's pids.
+    assert health("--anywhere")[0]
+
+
+def test_the_view_answers_200_or_503_with_each_check(client):
+    response = client.get("/steady_queue/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unhealthy"
+    assert response.json()["checks"]["database"] == {"ok": True, "detail": "reachable"}
+
+    supervisor()
+    response = client.get("/steady_queue/health")
+    assert response.status_code == 200
+    assert response.json()["checks"]["supervisor"]["ok"] is True
