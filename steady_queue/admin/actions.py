@@ -4,9 +4,16 @@ Each action hands the (possibly million-row) queryset to a batched verb, so it
 never loads the rows into memory nor holds one long transaction.
 """
 
+from operator import methodcaller
+
 from django.contrib import admin, messages
 
-from ..models import BlockedExecution, FailedExecution, ScheduledExecution
+from ..models import (
+    BlockedExecution,
+    FailedExecution,
+    ReadyExecution,
+    ScheduledExecution,
+)
 from ..models.blocked_execution import BlockedExecutionQuerySet
 from ..models.execution import ExecutionQuerySet
 from ..models.scheduled_execution import ScheduledExecutionQuerySet
@@ -46,10 +53,16 @@ def run_now(modeladmin, request, queryset):
     _report(modeladmin, request, "Moved to ready", "scheduled or blocked", moved)
 
 
-@admin.action(permissions=["discard"], description="Discard selected scheduled jobs")
-def discard_scheduled(modeladmin, request, queryset):
-    moved = _in_batches(ScheduledExecution, queryset, ExecutionQuerySet.discard_all)
-    _report(modeladmin, request, "Discarded", "scheduled", moved)
+@admin.action(
+    permissions=["discard"],
+    description="Discard selected waiting jobs (ready, scheduled or blocked)",
+)
+def discard_waiting(modeladmin, request, queryset):
+    # Each table's own discard_all: a ready job gives back its slot.
+    moved = []
+    for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
+        moved += _in_batches(model, queryset, methodcaller("discard_all"))
+    _report(modeladmin, request, "Discarded", "waiting", moved)
 
 
 def _in_batches(model, jobs, verb):

@@ -9,7 +9,13 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from ..models import BlockedExecution, FailedExecution, Job, ScheduledExecution
+from ..models import (
+    BlockedExecution,
+    FailedExecution,
+    Job,
+    ReadyExecution,
+    ScheduledExecution,
+)
 from ..states import State, state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
@@ -18,14 +24,19 @@ from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter
 # What each button on a job's page needs: its permission and the states it acts on.
 OPERATIONS = {
     "retry": ("retry_job", {State.FAILED}),
-    "discard": ("discard_job", {State.FAILED, State.SCHEDULED}),
+    "discard": (
+        "discard_job",
+        {State.FAILED, State.READY, State.SCHEDULED, State.BLOCKED},
+    ),
     "run_now": ("run_job_now", {State.SCHEDULED, State.BLOCKED}),
 }
 # The execution table and verb behind each (operation, state) pair.
 VERBS = {
     ("retry", State.FAILED): (FailedExecution, methodcaller("retry_all")),
     ("discard", State.FAILED): (FailedExecution, methodcaller("discard_all")),
+    ("discard", State.READY): (ReadyExecution, methodcaller("discard_all")),
     ("discard", State.SCHEDULED): (ScheduledExecution, methodcaller("discard_all")),
+    ("discard", State.BLOCKED): (BlockedExecution, methodcaller("discard_all")),
     ("run_now", State.SCHEDULED): (ScheduledExecution, methodcaller("make_ready_now")),
     ("run_now", State.BLOCKED): (BlockedExecution, methodcaller("make_ready_now")),
 }
@@ -56,7 +67,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         actions.retry_failed,
         actions.discard_failed,
         actions.run_now,
-        actions.discard_scheduled,
+        actions.discard_waiting,
     )
     fieldsets = (
         (

@@ -69,24 +69,25 @@ def database_error_line(error):
 
 def add_failed_job_filters(parser):
     """Add the options that pick failed jobs (retry and discard)."""
-    parser.add_argument("--queue", help="Only failed jobs of this queue.")
-    parser.add_argument("--task", help="Only failed jobs of this task path.")
+    parser.add_argument("--queue", help="Only jobs of this queue.")
+    parser.add_argument("--task", help="Only jobs of this task path.")
     parser.add_argument("--id", type=int, action="append", dest="ids", help="A job id.")
     parser.add_argument(
-        "--all", action="store_true", help="Every failed job (no filter)."
+        "--all", action="store_true", help="Every job in that state (no filter)."
     )
     parser.add_argument("--batch-size", type=int, default=1000)
 
 
-def failed_jobs(backend, verb, options):
-    """Return the failed executions the filters pick; refuse to pick by default."""
-    from ..models import FailedExecution
+def failed_jobs(backend, verb, options, state="failed"):
+    """Return the executions of ``state`` the filters pick; refuse to pick by
+    default (``state`` names the table: failed, ready, scheduled or blocked)."""
+    from ..states import State, execution_models
 
     if not (options["queue"] or options["task"] or options["ids"] or options["all"]):
         raise CommandError(
-            f"Say which failed jobs to {verb}: --queue, --task, --id, or --all."
+            f"Say which {state} jobs to {verb}: --queue, --task, --id, or --all."
         )
-    failed = FailedExecution.objects.using(backend.database)
+    failed = execution_models()[State(state)].objects.using(backend.database)
     if options["queue"]:
         failed = failed.for_queue(options["queue"])
     if options["task"]:

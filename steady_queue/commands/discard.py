@@ -1,19 +1,33 @@
-"""discard: delete the failed jobs picked by queue, task, id or --all."""
+"""discard: delete the jobs picked by state, queue, task, id or --all."""
+
+from operator import methodcaller
 
 from . import common
 
 NAME = "discard"
-HELP = "Delete failed jobs."
+HELP = "Delete failed jobs, or waiting ones with --state."
+STATES = ("failed", "ready", "scheduled", "blocked")
 
 
 def add_arguments(parser):
     common.add_failed_job_filters(parser)
+    parser.add_argument(
+        "--state",
+        choices=STATES,
+        default="failed",
+        help="Which jobs to pick from (default: failed). Running jobs cannot be "
+        "discarded.",
+    )
 
 
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
-    failed = common.failed_jobs(backend, "discard", options)
+    state = options["state"]
+    picked = common.failed_jobs(backend, "discard", options, state=state)
     if options["queue"]:
         common.warn_if_unknown_queue(command, backend, options["queue"])
-    ids = failed.in_batches(type(failed).discard_all, batch_size=options["batch_size"])
-    command.stdout.write(f"Discarded {len(ids)} failed job(s).")
+    # Each table's own discard_all: a ready job gives back its concurrency slot.
+    ids = picked.in_batches(
+        methodcaller("discard_all"), batch_size=options["batch_size"]
+    )
+    command.stdout.write(f"Discarded {len(ids)} {state} job(s).")

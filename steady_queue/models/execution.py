@@ -29,6 +29,14 @@ class ExecutionQuerySet(QueueQuerySet):
         """The executions of a Job queryset (a filtered admin list)."""
         return self.filter(job_id__in=jobs.values("pk"))
 
+    def for_queue(self, queue_name):
+        """The executions of the jobs enqueued to one queue."""
+        return self.filter(job__queue_name=queue_name)
+
+    def for_task(self, task_path):
+        """The executions of the jobs of one task (its dotted path)."""
+        return self.filter(job__task_path=task_path)
+
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""
         from .job import Job

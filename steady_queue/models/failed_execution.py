@@ -145,12 +145,6 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
             discarded_keys=dict(Counter(keys[pk] for pk in discarded)),
         )
 
-    def for_queue(self, queue_name):
-        return self.filter(job__queue_name=queue_name)
-
-    def for_task(self, task_path):
-        return self.filter(job__task_path=task_path)
-
 
 class FailedExecution(Execution):
     """A job that failed; its errors are on the job row."""

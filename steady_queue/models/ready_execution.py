@@ -59,6 +59,24 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             ]
         )
 
+    def discard_all(self):
+        """Delete these ready jobs entirely; return their ids.
+
+        A limited job took its concurrency slot when it was made ready: the
+        slot is given back (and the next blocked job released) in the same
+        transaction, or it would stay taken until the semaphore expires.
+        """
+        from .claimed_execution import ClaimedExecution
+        from .job import Job
+
+        with transaction.atomic(using=self.db):
+            ids = [row[0] for row in self.delete_returning(["job"])]
+            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            limited = list(jobs.exclude(concurrency_key=None).only("concurrency_key"))
+            jobs.delete_rows()
+            ClaimedExecution.objects.using(self.db).release_concurrency_slots(limited)
+        return ids
+
     def in_claim_order(self):
         """Highest priority first, then oldest first (Django's priority direction)."""
         return self.order_by("-priority", "job_id")

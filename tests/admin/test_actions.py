@@ -81,10 +81,12 @@ def test_run_now_moves_scheduled_and_blocked_jobs_to_ready(operator):
     assert not BlockedExecution.objects.exists()
 
 
-def test_discard_scheduled_deletes_the_job(operator):
-    scheduled = make_job("scheduled")
-    act(operator, "discard_scheduled", [scheduled])
-    assert not Job.objects.filter(pk=scheduled.pk).exists()
+@pytest.mark.parametrize("state", ["ready", "scheduled", "blocked"])
+def test_discard_waiting_deletes_the_job_in_any_waiting_state(operator, state):
+    waiting, failed = make_job(state), make_job("failed")
+    act(operator, "discard_waiting", [waiting, failed])
+    assert not Job.objects.filter(pk=waiting.pk).exists()
+    assert Job.objects.filter(pk=failed.pk).exists()  # not a waiting job
 
 
 @pytest.mark.parametrize(
@@ -104,8 +106,9 @@ def test_the_job_page_buttons(operator, operation, state, moved_to):
     assert "sq-state-ready" in response.content.decode()
 
 
-def test_the_discard_button_returns_to_the_list(operator):
-    job = make_job("failed")
+@pytest.mark.parametrize("state", ["failed", "ready", "scheduled", "blocked"])
+def test_the_discard_button_returns_to_the_list(operator, state):
+    job = make_job(state)
     url = reverse("admin:steady_queue_job_operate", args=[job.pk, "discard"])
     response = operator.post(url)
     assert response.status_code == 302

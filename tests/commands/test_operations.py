@@ -99,3 +99,20 @@ def test_a_queue_name_nothing_uses_gets_a_warning_with_the_queues_in_use():
     assert "Warning: no job is waiting in, running from or failed in the queue " in err
     assert "'mial'" in err and "'mail'" in err
     assert run("pause", "mail")[1] == ""
+
+
+def test_discard_picks_waiting_jobs_by_state():
+    ready = make_job("ready", queue="mail")
+    other = make_job("ready", queue="default")
+    blocked = make_job("blocked")
+
+    assert run("discard", "--state", "ready", "--queue", "mail")[0] == (
+        "Discarded 1 ready job(s).\n"
+    )
+    assert run("discard", "--state", "blocked", "--all")[0] == (
+        "Discarded 1 blocked job(s).\n"
+    )
+    assert not Job.objects.filter(pk__in=[ready.pk, blocked.pk]).exists()
+    assert ReadyExecution.objects.filter(job_id=other.pk).exists()
+    with pytest.raises(CommandError, match="Say which scheduled jobs to discard"):
+        run("discard", "--state", "scheduled")

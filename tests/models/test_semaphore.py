@@ -163,3 +163,16 @@ def test_an_operator_retry_takes_a_slot_like_an_enqueue(tmp_path):
 
     assert list(ReadyExecution.objects.values_list("job_id", flat=True)) == [holder]
     assert list(BlockedExecution.objects.values_list("job_id", flat=True)) == [first]
+
+
+def test_discarding_a_ready_limited_job_gives_its_slot_to_the_next(tmp_path):
+    from steady_queue.models import ReadyExecution
+
+    first, *blocked = enqueue_blocked(tmp_path, 2)
+
+    assert BlockedExecution.objects.filter(job_id=blocked[0]).exists()
+
+    ReadyExecution.objects.filter(job_id=first).discard_all()
+
+    assert not BlockedExecution.objects.exists()
+    assert ReadyExecution.objects.filter(job_id=blocked[0]).exists()

@@ -36,7 +36,7 @@ class Job(models.Model):
         # What operators may do in the admin; viewing needs only view_job.
         permissions = [
             ("retry_job", "Can retry failed jobs"),
-            ("discard_job", "Can discard failed and scheduled jobs"),
+            ("discard_job", "Can discard failed and waiting jobs"),
             ("run_job_now", "Can run scheduled, blocked and recurring jobs now"),
         ]
 
