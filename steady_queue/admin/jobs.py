@@ -7,7 +7,11 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
 from ..models import (
     BlockedExecution,
@@ -16,7 +20,7 @@ from ..models import (
     ReadyExecution,
     ScheduledExecution,
 )
-from ..states import State, state_of, with_state
+from ..states import State, observe, state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter
@@ -54,6 +58,8 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "enqueued_at",
         "finished_at",
         "attempts",
+        "elapsed",
+        "last_error",
     )
     list_filter = (StateFilter, QueueFilter, TaskFilter, FinishedFilter)
     search_fields = ("task_path",)
@@ -81,8 +87,9 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 "fields": (
                     "enqueued_at",
                     "scheduled_at",
-                    "started_at",
+                    "started",
                     "last_attempted_at",
+                    "elapsed",
                     "finished_at",
                 )
             },
@@ -99,8 +106,9 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "arguments_json",
         "enqueued_at",
         "scheduled_at",
-        "started_at",
+        "started",
         "last_attempted_at",
+        "elapsed",
         "finished_at",
         "attempts",
         "workers",
@@ -146,7 +154,35 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     @admin.display(description="attempts")
     def attempts(self, job):
         # A run that ended adds its worker; errors count runs that left no id.
-        return max(len(job.worker_ids or ()), len(job.errors or ()))
+        ended = max(len(job.worker_ids or ()), len(job.errors or ()))
+        # The run going on now is an attempt too, as get_result() counts it.
+        return ended + (1 if observe(job).state == State.RUNNING else 0)
+
+    @admin.display(description="started at")
+    def started(self, job):
+        started = job.started_at or observe(job).claimed_at
+        return date_format(localtime(started), "DATETIME_FORMAT") if started else "-"
+
+    @admin.display(description="running for")
+    def elapsed(self, job):
+        observed = observe(job)
+        if observed.state != State.RUNNING or observed.claimed_at is None:
+            return "-"
+        seconds = max((timezone.now() - observed.claimed_at).total_seconds(), 0)
+        return _duration(seconds)
+
+    @admin.display(description="last error")
+    def last_error(self, job):
+        if not job.errors or observe(job).state != State.FAILED:
+            return "-"
+        error = job.errors[-1]
+        lines = (error.get("traceback") or "").strip().splitlines()
+        message = lines[-1] if lines else error.get("exception_class_path", "?")
+        return format_html(
+            '<span title="{}">{}</span>',
+            error.get("exception_class_path", ""),
+            Truncator(message).chars(80),
+        )
 
     @admin.display(description="workers that ran it")
     def workers(self, job):
@@ -294,3 +330,13 @@ def _pretty(value):
     return format_html(
         "<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, default=str)
     )
+
+
+def _duration(seconds):
+    """A short readable duration: 42 s, 3 min 5 s, 2 h 10 min."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"

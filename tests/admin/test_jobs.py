@@ -115,3 +115,36 @@ def test_staff_without_view_permission_cannot_look(client, db):
     assert client.get(LIST).status_code == 403
     dashboard = client.get(reverse("admin:steady_queue_job_dashboard"))
     assert dashboard.status_code == 403
+
+
+def test_a_running_jobs_page_shows_its_start_elapsed_time_and_attempt(operator):
+    from steady_queue.compat import task_backends
+
+    job = make_job("running")
+    page = reverse("admin:steady_queue_job_change", args=[job.pk])
+    content = operator.get(page).content.decode()
+    result = task_backends["default"].get_result(str(job.pk))
+
+    # The attempt going on counts, as get_result() counts it.
+    assert result.attempts == 1
+    assert '<div class="readonly">1</div>' in _field(content, "attempts")
+    assert '<div class="readonly">-</div>' not in _field(content, "started")
+    assert " s</div>" in _field(content, "elapsed")
+
+
+def test_the_list_shows_elapsed_time_and_the_last_error(operator, one_of_each):
+    content = operator.get(LIST).content.decode()
+
+    assert 'class="field-elapsed">0 s<' in content or (
+        'class="field-elapsed">1 s<' in content
+    )
+    assert "ValueError: it broke" in content
+    assert 'title="builtins.ValueError"' in content
+
+
+def _field(content, name):
+    """The HTML of one read-only field's row on a change page."""
+    start = content.index(f"field-{name}")
+    return content[
+        start : content.index("</div>", content.index("readonly", start)) + 6
+    ]
