@@ -48,6 +48,15 @@ class QueueSelector:
             elif name not in paused and not self.excludes(name):
                 yield (name, ()), ready.filter(queue_name=name)
 
+    def serves(self, name):
+        """Whether this list claims from the queue ``name`` (pauses aside)."""
+        if self.excludes(name):
+            return False
+        return any(
+            entry == name or (entry.endswith("*") and name.startswith(entry[:-1]))
+            for entry in self.queues
+        )
+
     def excludes(self, name):
         """Whether a ``!`` entry leaves the queue ``name`` out."""
         return name in self.excluded_names or name.startswith(self.excluded_prefixes)

@@ -18,6 +18,10 @@ def collect_status(backend):
     queues = queue_overview(db, now=now)
     running_by_process = ClaimedExecution.objects.using(db).counts_by_process()
     counts = counts_by_state(db)
+    processes = Process.objects.using(db)
+    workers = processes.alive(backend.config.process_alive_threshold).filter(
+        kind="worker"
+    )
     return {
         "processes": [
             {
@@ -40,7 +44,31 @@ def collect_status(backend):
         # Finished jobs are counted up to COUNT_LIMIT, then estimated.
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
+        "warnings": unserved_queue_warnings(queues, workers),
     }
+
+
+def unserved_queue_warnings(queues, workers):
+    """A line for each unpaused queue with ready jobs that no live worker reads.
+
+    ``workers`` are the live worker rows; their queue lists are read from the
+    metadata they registered with.
+    """
+    from ..pipeline.queue_selector import QueueSelector
+
+    selectors = [
+        QueueSelector(worker.metadata.get("queues", "*").split(","), None)
+        for worker in workers
+    ]
+    return [
+        f"Queue {q['name']!r} has {q['ready']} ready job(s) and no live worker "
+        "claims from it: add it to a worker's queues, or start one with "
+        f"--queues {q['name']}."
+        for q in queues
+        if q["ready"]
+        and not q["paused"]
+        and not any(selector.serves(q["name"]) for selector in selectors)
+    ]
 
 
 def print_status(backend, out, as_json=False):
@@ -76,3 +104,5 @@ def print_status(backend, out, as_json=False):
         out.write("")
         for line in recurring_lines(status["recurring"]):
             out.write(line)
+    for warning in status["warnings"]:
+        out.write(f"Warning: {warning}")

@@ -46,3 +46,39 @@ def test_status_text_names_paused_queues_and_totals():
     assert "mail (paused)" in text
     assert "Totals: ready 1, scheduled 0" in text
     assert "finished 0" in text
+
+
+def worker_reading(queues):
+    from steady_queue.models import Process
+
+    return Process.objects.register(
+        kind="worker", name=f"worker-{queues}", metadata={"queues": queues}
+    )
+
+
+def test_status_warns_of_ready_jobs_no_live_worker_reads():
+    make_job("ready", queue="reports")
+    make_job("ready", queue="mail")
+    make_job("ready", queue="low")
+    Pause.objects.pause("low")  # paused on purpose: no warning
+    worker_reading("mail,default")
+
+    text = run("status")
+
+    assert (
+        "Warning: Queue 'reports' has 1 ready job(s) and no live worker claims "
+        "from it: add it to a worker's queues, or start one with --queues reports."
+    ) in text
+    assert "Queue 'mail'" not in text and "Queue 'low'" not in text
+    assert json.loads(run("status", "--json"))["warnings"] == [
+        text.split("Warning: ")[1].strip()
+    ]
+
+
+def test_a_worker_reading_every_queue_but_some_leaves_those_unserved():
+    make_job("ready", queue="reports")
+    worker_reading("*,!reports")
+    assert "Queue 'reports' has 1 ready job(s)" in run("status")
+
+    worker_reading("rep*")
+    assert "Warning" not in run("status")
