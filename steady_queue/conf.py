@@ -56,6 +56,9 @@ class Options:
     dispatchers: tuple[DispatcherConfig, ...] = (DispatcherConfig(),)
     preserve_finished_jobs: bool = True
     clear_finished_jobs_after: float = 86400.0
+    # A schedule ("every hour") on which the scheduler clears finished jobs
+    # older than clear_finished_jobs_after; None: never (run the command).
+    clear_finished_jobs_schedule: str | None = None
     process_heartbeat_interval: float = 60.0
     process_alive_threshold: float = 300.0
     shutdown_timeout: float = 5.0
@@ -335,6 +338,7 @@ _READERS = {
     ),
     "preserve_finished_jobs": _boolean,
     "clear_finished_jobs_after": _duration,
+    "clear_finished_jobs_schedule": _optional(_text),
     "process_heartbeat_interval": _duration,
     "process_alive_threshold": _duration,
     "shutdown_timeout": lambda v, w, e: _duration(v, w, e, allow_zero=True),

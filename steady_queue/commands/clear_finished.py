@@ -1,10 +1,15 @@
 """clear-finished: delete successful jobs that finished long enough ago.
 
 The age defaults to OPTIONS['clear_finished_jobs_after']. Jobs go in batches;
-a progress bar on stderr shows when there is more than one batch.
+a progress bar on stderr shows when there is more than one batch. Failed jobs
+are kept unless --failed-older-than asks for them too.
 """
 
 import argparse
+from datetime import timedelta
+from operator import methodcaller
+
+from django.utils import timezone
 
 from . import common
 
@@ -19,41 +24,84 @@ def add_arguments(parser):
         help="An age such as 7d, 12h, 30m or 3600 (seconds); default: "
         "OPTIONS['clear_finished_jobs_after'].",
     )
+    parser.add_argument(
+        "--failed-older-than",
+        type=duration,
+        help="Also delete failed jobs that failed longer ago than this age "
+        "(default: failed jobs are kept).",
+    )
+    parser.add_argument("--queue", help="Only jobs of this queue.")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Say how many jobs would be deleted; delete nothing.",
+    )
     parser.add_argument("--batch-size", type=int, default=500)
 
 
 def handle(command, options):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from ..models import Job
-    from ..reporting.progress import ProgressBar
+    from ..models import FailedExecution, Job
 
     backend = common.steady_queue_backend(options["backend"])
     older_than = options["older_than"]
     if older_than is None:
         older_than = backend.config.clear_finished_jobs_after
     before = timezone.now() - timedelta(seconds=older_than)
-    progress = None
-    # Counting costs a scan of the finished_at index: only bother when the
-    # first batch shows there is more than one batch to delete.
-    batch_size = options["batch_size"]
+    queue = options["queue"]
     jobs = Job.objects.using(backend.database)
-    matching = jobs.finished_before(before)
-    if matching[: batch_size + 1].count() > batch_size:
-        bar = ProgressBar(command.stderr, matching.count(), "jobs deleted")
-        progress = bar.advance
-    deleted = jobs.clear_finished(before, batch_size, progress)
-    if progress is not None:
-        bar.finish()
+    failed = None
+    if options["failed_older_than"] is not None:
+        failed_before = timezone.now() - timedelta(seconds=options["failed_older_than"])
+        failed = FailedExecution.objects.using(backend.database).filter(
+            job__finished_at__lt=failed_before
+        )
+        if queue:
+            failed = failed.for_queue(queue)
+    if options["dry_run"]:
+        command.stdout.write(
+            f"Would delete {jobs.finished_before(before, queue).count()} finished "
+            f"job(s) older than {age(older_than)}"
+            + (
+                f" and {failed.count()} failed job(s) older than "
+                f"{age(options['failed_older_than'])}"
+                if failed is not None
+                else ""
+            )
+            + ". Nothing was deleted (--dry-run)."
+        )
+        return
+    deleted = _delete_finished(command, jobs, before, queue, options["batch_size"])
     command.stdout.write(
         f"Deleted {deleted} finished job(s) older than {age(older_than)}."
     )
+    if failed is not None:
+        ids = failed.in_batches(
+            methodcaller("discard_all"), batch_size=options["batch_size"]
+        )
+        command.stdout.write(
+            f"Deleted {len(ids)} failed job(s) older than "
+            f"{age(options['failed_older_than'])}."
+        )
+
+
+def _delete_finished(command, jobs, before, queue, batch_size):
+    from ..reporting.progress import ProgressBar
+
+    progress = bar = None
+    # Counting costs a scan of the finished_at index: only bother when the
+    # first batch shows there is more than one batch to delete.
+    matching = jobs.finished_before(before, queue)
+    if matching[: batch_size + 1].count() > batch_size:
+        bar = ProgressBar(command.stderr, matching.count(), "jobs deleted")
+        progress = bar.advance
+    deleted = jobs.clear_finished(before, batch_size, progress, queue_name=queue)
+    if bar is not None:
+        bar.finish()
+    return deleted
 
 
 def duration(text):
-    """Parse --older-than into seconds, as argparse wants its errors."""
+    """Parse an age option into seconds, as argparse wants its errors."""
     from ..durations import parse_duration
 
     try:

@@ -96,9 +96,30 @@ def declared_specs():
     return list(_declared)
 
 
+# The recurring task OPTIONS["clear_finished_jobs_schedule"] turns on.
+CLEAR_FINISHED_KEY = "steady_queue.clear_finished_jobs"
+CLEAR_FINISHED_TASK = "steady_queue.housekeeping.clear_finished_jobs"
+
+
 def settings_specs(options):
-    """The entries of a backend's OPTIONS["recurring"], run by that backend."""
-    return [replace(spec, backend=options.alias) for spec in options.recurring]
+    """The entries of a backend's OPTIONS["recurring"], run by that backend,
+    and the clearing of finished jobs if OPTIONS schedules it."""
+    specs = [replace(spec, backend=options.alias) for spec in options.recurring]
+    if options.clear_finished_jobs_schedule is not None:
+        specs.append(
+            RecurringSpec(
+                key=CLEAR_FINISHED_KEY,
+                task=CLEAR_FINISHED_TASK,
+                schedule=options.clear_finished_jobs_schedule,
+                kwargs={"backend": options.alias},
+                description="Delete finished jobs older than "
+                "OPTIONS['clear_finished_jobs_after'].",
+                backend=options.alias,
+                origin=f"TASKS[{options.alias!r}]['OPTIONS']"
+                "['clear_finished_jobs_schedule']",
+            )
+        )
+    return specs
 
 
 def static_specs(options):

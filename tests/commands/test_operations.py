@@ -116,3 +116,27 @@ def test_discard_picks_waiting_jobs_by_state():
     assert ReadyExecution.objects.filter(job_id=other.pk).exists()
     with pytest.raises(CommandError, match="Say which scheduled jobs to discard"):
         run("discard", "--state", "scheduled")
+
+
+def test_clear_finished_by_queue_with_a_dry_run_first():
+    mail = make_job("finished", queue="mail")
+    other = make_job("finished", queue="default")
+    old_failure = make_job("failed", queue="mail")
+    Job.objects.update(finished_at=timezone.now() - timedelta(days=30))
+
+    out, _ = run(
+        "clear-finished", "--queue", "mail", "--failed-older-than", "7d", "--dry-run"
+    )
+    assert out == (
+        "Would delete 1 finished job(s) older than 1d and 1 failed job(s) older "
+        "than 7d. Nothing was deleted (--dry-run).\n"
+    )
+    assert Job.objects.count() == 3
+
+    out, _ = run("clear-finished", "--queue", "mail", "--failed-older-than", "7d")
+    assert out == (
+        "Deleted 1 finished job(s) older than 1d.\n"
+        "Deleted 1 failed job(s) older than 7d.\n"
+    )
+    assert list(Job.objects.values_list("pk", flat=True)) == [other.pk]
+    assert not Job.objects.filter(pk__in=[mail.pk, old_failure.pk]).exists()

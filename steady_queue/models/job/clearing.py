@@ -10,22 +10,25 @@ class Clearing:
         """Jobs that ran to success (failed jobs keep a failed execution)."""
         return in_state(self, State.FINISHED)
 
-    def finished_before(self, cutoff):
-        """Successful jobs that finished before ``cutoff`` (what clearing deletes)."""
-        return self.finished().filter(finished_at__lt=cutoff)
+    def finished_before(self, cutoff, queue_name=None):
+        """Successful jobs that finished before ``cutoff`` (what clearing
+        deletes), of one queue if named."""
+        finished = self.finished().filter(finished_at__lt=cutoff)
+        if queue_name is not None:
+            finished = finished.filter(queue_name=queue_name)
+        return finished
 
-    def clear_finished(self, finished_before, batch_size=500, progress=None):
+    def clear_finished(
+        self, finished_before, batch_size=500, progress=None, queue_name=None
+    ):
         """Delete successful jobs that finished before a time; return how many.
 
         A batch per statement; ``progress(n)`` is called after each.
         """
+        matching = self.finished_before(finished_before, queue_name)
         deleted = 0
         while True:
-            ids = list(
-                self.finished_before(finished_before).values_list("pk", flat=True)[
-                    :batch_size
-                ]
-            )
+            ids = list(matching.values_list("pk", flat=True)[:batch_size])
             if not ids:
                 return deleted
             # Finished jobs have no execution rows left to cascade to.

@@ -1,0 +1,23 @@
+"""Tasks steady_queue runs on itself, when OPTIONS turn them on."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from .compat import task
+
+
+@task
+def clear_finished_jobs(backend="default"):
+    """Delete the backend's successful jobs older than clear_finished_jobs_after.
+
+    Scheduled by OPTIONS["clear_finished_jobs_schedule"]; returns how many
+    were deleted, so each run's result says what it did.
+    """
+    from .compat import task_backends
+    from .models import Job
+
+    options = task_backends[backend].config
+    before = timezone.now() - timedelta(seconds=options.clear_finished_jobs_after)
+    deleted = Job.objects.using(options.database).clear_finished(before)
+    return {"deleted": deleted, "finished_before": before.isoformat()}
