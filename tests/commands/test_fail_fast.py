@@ -87,7 +87,7 @@ def test_status_with_the_database_down_is_one_line():
 @pytest.mark.parametrize(
     ("arguments", "hint"),
     [
-        (["--queue", "mail", "retry"], "--queue is an option of retry or discard"),
+        (["--queue", "mail", "retry"], "--queue is an option of clear-finished or retry or discard"),
         (["--json", "status"], "--json is an option of status: put it after"),
     ],
 )
@@ -104,4 +104,4 @@ def test_an_abbreviated_option_is_not_taken_for_another():
     result = manage("steady_queue", "--queue", "mail", "status")
 
     assert result.returncode == 2
-    assert "--queue is an option of retry or discard" in result.stderr
+    assert "--queue is an option of clear-finished or retry or discard" in result.stderr
