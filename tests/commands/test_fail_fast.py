@@ -87,7 +87,10 @@ def test_status_with_the_database_down_is_one_line():
 @pytest.mark.parametrize(
     ("arguments", "hint"),
     [
-        (["--queue", "mail", "retry"], "--queue is an option of clear-finished or retry or discard"),
+        (
+            ["--queue", "mail", "retry"],
+            "--queue is an option of clear-finished or retry or discard",
+        ),
         (["--json", "status"], "--json is an option of status: put it after"),
     ],
 )
