@@ -3,4 +3,11 @@
 Importing the modules registers their ModelAdmins with the default site.
 """
 
-from . import jobs, processes, queues, recurring, semaphores  # noqa: F401
+from . import (  # noqa: F401
+    dashboard_link,
+    jobs,
+    processes,
+    queues,
+    recurring,
+    semaphores,
+)

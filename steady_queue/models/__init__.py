@@ -2,6 +2,7 @@
 
 from .blocked_execution import BlockedExecution
 from .claimed_execution import Claim, ClaimedExecution
+from .dashboard import Dashboard
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
 from .pause import Pause
@@ -17,6 +18,7 @@ __all__ = [
     "BlockedExecution",
     "Claim",
     "ClaimedExecution",
+    "Dashboard",
     "EnqueueRequest",
     "Enqueued",
     "FailedExecution",

@@ -88,3 +88,13 @@ def test_the_dashboard_draws_its_charts_and_counts(operator):
 def test_the_app_index_links_the_dashboard(operator):
     response = operator.get(reverse("admin:app_list", args=["steady_queue"]))
     assert reverse("admin:steady_queue_job_dashboard") in response.content.decode()
+
+
+def test_the_admin_index_links_the_dashboard(viewer):
+    index = viewer.get(reverse("admin:index")).content.decode()
+    link = reverse("admin:steady_queue_dashboard_changelist")
+
+    assert f'href="{link}"' in index
+    response = viewer.get(link)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:steady_queue_job_dashboard")
