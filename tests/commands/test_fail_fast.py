@@ -108,3 +108,31 @@ def test_an_abbreviated_option_is_not_taken_for_another():
 
     assert result.returncode == 2
     assert "--queue is an option of clear-finished or retry or discard" in result.stderr
+
+
+def test_status_watch_redraws_until_interrupted(tmp_path):
+    import signal
+    import time
+
+    from ..helpers import wait_for
+
+    database = {"SQ_TEST_DB": "sqlite", "SQ_TEST_DATABASE_NAME": str(tmp_path / "w.db")}
+    assert manage("migrate", "-v", "0", env=database).returncode == 0
+    output = tmp_path / "out"
+    command = [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue"]
+    with open(output, "w") as out:
+        watching = subprocess.Popen(
+            [*command, "status", "--watch", "0.2"],
+            env={**os.environ, "PYTHONPATH": str(ROOT), **database},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: output.read_text().count("Totals:") >= 2, timeout=30)
+    finally:
+        interrupted_at = time.monotonic()
+        watching.send_signal(signal.SIGINT)
+        code = watching.wait(timeout=10)
+    assert code == 0, output.read_text()
+    assert time.monotonic() - interrupted_at < 5
+    assert "Every 0.2 s; Ctrl-C to stop." in output.read_text()
