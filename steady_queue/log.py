@@ -5,6 +5,7 @@ import logging
 from django.dispatch import receiver
 
 from . import signals
+from .compat import task_finished, task_started
 
 logger = logging.getLogger("steady_queue")
 
@@ -68,3 +69,39 @@ def log_recurring_task_enqueued(sender, key, run_at, task_result, **kwargs):
         task_result.id,
         run_at.isoformat(),
     )
+
+
+@receiver(task_started)
+def log_job_started(sender, task_result, **kwargs):
+    if _ours(sender):
+        logger.debug(
+            "job %s %s started (queue %s, attempt %s)",
+            task_result.id,
+            task_result.task.module_path,
+            task_result.task.queue_name,
+            task_result.attempts,
+        )
+
+
+@receiver(task_finished)
+def log_job_finished(sender, task_result, **kwargs):
+    if not _ours(sender):
+        return
+    started, ended = task_result.last_attempted_at, task_result.finished_at
+    took = f" in {(ended - started).total_seconds():.3f} s" if started and ended else ""
+    error = task_result.errors[-1].exception_class_path if task_result.errors else ""
+    logger.log(
+        logging.INFO if task_result.status == "SUCCESSFUL" else logging.WARNING,
+        "job %s %s %s%s%s",
+        task_result.id,
+        task_result.task.module_path,
+        task_result.status,
+        took,
+        f" ({error})" if error and task_result.status != "SUCCESSFUL" else "",
+    )
+
+
+def _ours(sender):
+    from .backend import SteadyQueueBackend
+
+    return isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)

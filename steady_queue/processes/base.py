@@ -124,10 +124,22 @@ class Runnable(Interruptible):
         if self.process is None:
             return
         while True:
-            ok, delay = self.guard.call(self.process.deregister)
-            if ok or self.immediate:
+            ok, value = self.guard.call(self.process.deregister)
+            if ok:
+                if value:
+                    # Claims still held at the end go back to ready: say which.
+                    send_hook(
+                        signals.claims_resolved,
+                        type(self),
+                        process_name=self.name,
+                        job_ids=value,
+                        resolution="handed back to ready",
+                        reason="stopped before they finished",
+                    )
                 return
-            self.interruptible_sleep(delay)
+            if self.immediate:
+                return
+            self.interruptible_sleep(value)
 
     def supervisor_went_away(self):
         return self.supervisor_pid is not None and os.getppid() != self.supervisor_pid

@@ -105,3 +105,25 @@ def test_a_child_that_stops_on_its_own_is_replaced(run_supervisor, received):
     assert replaced["name"] == worker.name
     assert replaced["status"] == "stopped (its thread ended)"
     wait_for(lambda: Process.objects.filter(name=replaced["replacement"]).exists())
+
+
+def test_claims_handed_back_at_a_stop_are_reported_with_their_ids(received):
+    from steady_queue.compat import task_backends
+    from steady_queue.conf import WorkerConfig
+    from steady_queue.pipeline.queue_selector import QueueSelector
+    from steady_queue.processes.worker import Worker
+
+    result = tasks.add.enqueue(1, 1)
+    worker = Worker(task_backends["default"], WorkerConfig(), name="worker-leaving")
+    assert worker.try_register()
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    ReadyExecution.objects.claim(selector, 1, worker.process.pk)
+
+    worker.deregister()
+    worker.close_wake_pipe()
+
+    (event,) = received["claims_resolved"]
+    assert event["process_name"] == "worker-leaving"
+    assert event["job_ids"] == [int(result.id)]
+    assert event["resolution"] == "handed back to ready"
+    assert ReadyExecution.objects.filter(job_id=result.id).exists()

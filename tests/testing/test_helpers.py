@@ -145,3 +145,28 @@ def test_run_scheduled_runs_future_jobs_and_retry_waits_at_once(tmp_path):
     later.refresh()
     assert (flaky.status, flaky.attempts) == (TaskResultStatus.SUCCESSFUL, 3)
     assert later.return_value == 4
+
+
+def test_each_job_that_ends_is_logged_with_its_duration(caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="steady_queue")
+    added = tasks.add.enqueue(1, 2)
+    failed = tasks.fail.enqueue("no")
+
+    run_pending()
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "steady_queue"]
+    assert any(
+        line.startswith(f"job {added.id} tests.tasks.add SUCCESSFUL in ")
+        and line.endswith(" s")
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith(f"job {failed.id} tests.tasks.fail FAILED in ")
+        and line.endswith("(builtins.ValueError)")
+        for line in lines
+    ), lines
+    assert f"job {added.id} tests.tasks.add started (queue default, attempt 1)" in (
+        lines
+    )
