@@ -95,8 +95,12 @@ class JobRunner:
             return
         try:
             raise outcome.exception
-        except BaseException:
-            # Receivers read sys.exc_info() to log the traceback.
+        except BaseException as raised:
+            # Receivers read sys.exc_info() to log the traceback. Raising here
+            # put this frame on top of the task's; drop it, so the logged
+            # traceback ends where the task failed and shows none of ours.
+            if raised.__traceback__ is not None and raised.__traceback__.tb_next:
+                raised.__traceback__ = raised.__traceback__.tb_next
             task_finished.send(self.backend_class, task_result=result)
 
     def _close_old_connections(self):

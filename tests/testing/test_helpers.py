@@ -170,3 +170,29 @@ def test_each_job_that_ends_is_logged_with_its_duration(caplog):
     assert f"job {added.id} tests.tasks.add started (queue default, attempt 1)" in (
         lines
     )
+
+
+def test_a_failed_jobs_logged_traceback_starts_in_the_task():
+    import sys
+    import traceback
+
+    from steady_queue.compat import task_finished
+
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append("".join(traceback.format_exception(*sys.exc_info())))
+
+    task_finished.connect(receiver, weak=False)
+    try:
+        tasks.fail.enqueue("deep")
+        run_pending()
+    finally:
+        task_finished.disconnect(receiver)
+
+    (logged,) = seen
+    assert 'tests/tasks.py", line' in logged and "ValueError: deep" in logged
+    assert "raise outcome.exception" not in logged
+    # Of ours, only the frame that called the task: the same as the traceback
+    # stored on the job.
+    assert logged.count("steady_queue/pipeline/runner.py") == 1
