@@ -1,5 +1,6 @@
 """Receivers that turn steady_queue's lifecycle signals into log lines."""
 
+import json
 import logging
 
 from django.dispatch import receiver
@@ -105,3 +106,29 @@ def _ours(sender):
     from .backend import SteadyQueueBackend
 
     return isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+class JsonLinesFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and traceback)."""
+
+    def format(self, record):
+        line = {
+            "time": self.formatTime(record, DATE_FORMAT),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def formatter_for(log_format):
+    """The formatter of ``start --log-format``: "text" or "json"."""
+    if log_format == "json":
+        return JsonLinesFormatter()
+    return logging.Formatter(TEXT_FORMAT, DATE_FORMAT)

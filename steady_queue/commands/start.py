@@ -93,7 +93,7 @@ def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
     if options["only_work"] and options["only_dispatch"]:
         raise CommandError("--only-work and --only-dispatch exclude each other.")
-    configure_logging(options["verbosity"])
+    configure_logging(options["verbosity"], options["log_format"])
     common.require_migrated(backend)
     config = with_worker_overrides(backend.config, options)
     if options["once"] or options["max_tasks"] is not None:
@@ -178,21 +178,32 @@ def run_in_this_process(command, backend, config, options):
     command.stdout.write(f"Ran {ran} job(s); {why}.")
 
 
-def configure_logging(verbosity):
-    """Show steady_queue's log on stderr unless the project routes it already."""
-    logger = logging.getLogger("steady_queue")
-    if logger.handlers or logging.getLogger().handlers:
+def configure_logging(verbosity, log_format="text"):
+    """Show steady_queue's log, and the task framework's, on stderr in one
+    format, unless the project routes them already."""
+    from ..compat import FRAMEWORK
+    from ..log import formatter_for
+
+    ours = logging.getLogger("steady_queue")
+    if ours.handlers or logging.getLogger().handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S")
-    )
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
-    logger.propagate = False
+    handler.setFormatter(formatter_for(log_format))
+    # Django's own line per task comes from its framework's logger.
+    for logger in (ours, logging.getLogger(FRAMEWORK)):
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+        logger.propagate = False
 
 
 def _add_options(parser, mode_default, flag_default):
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text" if mode_default is None else argparse.SUPPRESS,
+        help="How the log lines on stderr look: dated text (default) or one "
+        "JSON object per line.",
+    )
     parser.add_argument(
         "--mode",
         choices=["fork", "thread"],

@@ -180,3 +180,37 @@ def test_reload_restarts_the_supervisor_when_a_python_file_changes(start_supervi
     assert code == 0, log
     assert replaced.name != first.name
     assert not Process.objects.exists()
+
+
+def test_log_format_json_writes_one_object_per_line(start_supervisor):
+    import json
+
+    from steady_queue.compat import FRAMEWORK
+
+    result = tasks.add.enqueue(2, 3)
+
+    code, log = finished(start_supervisor("start", "--once", "--log-format", "json"))
+
+    assert code == 0, log
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    assert {"time", "level", "logger", "message"} <= set(records[0])
+    ours = [r for r in records if r["logger"] == "steady_queue"]
+    assert any(
+        r["message"].startswith(f"job {result.id} tests.tasks.add SUCCESSFUL in ")
+        for r in ours
+    ), ours
+    # Django's own per-task line comes out in the same format.
+    assert any(r["logger"] == FRAMEWORK for r in records), records
+
+
+def test_text_logs_are_dated_and_levelled(start_supervisor):
+    import re
+
+    tasks.add.enqueue(2, 3)
+
+    code, log = finished(start_supervisor("start", "--once"))
+
+    assert code == 0, log
+    dated = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} (INFO|DEBUG|WARNING|ERROR) +"
+    lines = [line for line in log.splitlines() if re.match(dated, line)]
+    assert any("tests.tasks.add SUCCESSFUL in" in line for line in lines), log
