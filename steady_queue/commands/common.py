@@ -67,8 +67,8 @@ def database_error_line(error):
     return f"{type(error).__name__}: {first}"
 
 
-def add_failed_job_filters(parser):
-    """Add the options that pick failed jobs (retry and discard)."""
+def add_job_filters(parser):
+    """Add the options that pick jobs (retry, discard): queue, task, ids, all."""
     parser.add_argument("--queue", help="Only jobs of this queue.")
     parser.add_argument("--task", help="Only jobs of this task path.")
     parser.add_argument("--id", type=int, action="append", dest="ids", help="A job id.")
@@ -78,7 +78,7 @@ def add_failed_job_filters(parser):
     parser.add_argument("--batch-size", type=int, default=1000)
 
 
-def failed_jobs(backend, verb, options, state="failed"):
+def picked_executions(backend, verb, options, state="failed"):
     """Return the executions of ``state`` the filters pick; refuse to pick by
     default (``state`` names the table: failed, ready, scheduled or blocked)."""
     from ..states import State, execution_models

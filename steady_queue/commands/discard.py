@@ -10,7 +10,7 @@ STATES = ("failed", "ready", "scheduled", "blocked")
 
 
 def add_arguments(parser):
-    common.add_failed_job_filters(parser)
+    common.add_job_filters(parser)
     parser.add_argument(
         "--state",
         choices=STATES,
@@ -23,7 +23,7 @@ def add_arguments(parser):
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
     state = options["state"]
-    picked = common.failed_jobs(backend, "discard", options, state=state)
+    picked = common.picked_executions(backend, "discard", options, state=state)
     if options["queue"]:
         common.warn_if_unknown_queue(command, backend, options["queue"])
     # Each table's own discard_all: a ready job gives back its concurrency slot.

@@ -7,12 +7,12 @@ HELP = "Move failed jobs back to ready."
 
 
 def add_arguments(parser):
-    common.add_failed_job_filters(parser)
+    common.add_job_filters(parser)
 
 
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
-    failed = common.failed_jobs(backend, "retry", options)
+    failed = common.picked_executions(backend, "retry", options)
     if options["queue"]:
         common.warn_if_unknown_queue(command, backend, options["queue"])
     outcome = failed.retry_in_batches(batch_size=options["batch_size"])
