@@ -52,3 +52,14 @@ class ReadOnlyAdmin:
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def page_context(admin_site, request):
+    """The context every steady_queue admin page of its own starts from."""
+    import django
+
+    return {
+        **admin_site.each_context(request),
+        # Django 6.1's admin styles breadcrumbs as a list; earlier ones, a div.
+        "sq_breadcrumb_list": django.VERSION >= (6, 1),
+    }

@@ -7,7 +7,7 @@ from ..reporting import charts
 from ..reporting.queues import configured_queue_names, queue_overview
 from ..reporting.throughput import failure_rate, per_minute
 from ..states import counts_by_state, is_estimate
-from .base import can, queue_backend, queue_database
+from .base import can, page_context, queue_backend, queue_database
 
 # Seconds between the page's own reloads (a meta refresh: no JavaScript).
 REFRESH_SECONDS = 10
@@ -27,7 +27,7 @@ def render_dashboard(request, admin_site):
     show_processes = can(request, "view_process")
     counts = counts_by_state(database)
     context = {
-        **admin_site.each_context(request),
+        **page_context(admin_site, request),
         "title": "Steady Queue dashboard",
         "now": now,
         "refresh_seconds": REFRESH_SECONDS,

@@ -9,7 +9,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Pause
 from ..reporting.queues import configured_queue_names, queue_overview
-from .base import ReadOnlyAdmin, can, queue_backend, queue_database
+from .base import ReadOnlyAdmin, can, page_context, queue_backend, queue_database
 
 
 @admin.register(Pause)
@@ -36,7 +36,7 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         context = {
-            **self.admin_site.each_context(request),
+            **page_context(self.admin_site, request),
             "title": "Queues",
             "opts": self.opts,
             "queues": queue_overview(

@@ -29,7 +29,8 @@ def stacked_columns(columns, title, width=720, height=180):
                     f' height="{h:.1f}" fill="{colour}">'
                     f"<title>{escape(label)}: {value}</title></rect>"
                 )
-        if i % max(len(columns) // 6, 1) == 0:
+        # Counted back from the last column: the newest one (now) is labelled.
+        if (len(columns) - 1 - i) % max(len(columns) // 6, 1) == 0:
             shapes.append(
                 f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="{TEXT}">'
                 f"{escape(label)}</text>"

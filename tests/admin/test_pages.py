@@ -98,3 +98,22 @@ def test_the_admin_index_links_the_dashboard(viewer):
     response = viewer.get(link)
     assert response.status_code == 302
     assert response["Location"] == reverse("admin:steady_queue_job_dashboard")
+
+
+@pytest.mark.parametrize("page", ["dashboard", "queues"])
+def test_breadcrumbs_use_the_markup_this_django_styles(viewer, page):
+    import django
+
+    url = {
+        "dashboard": reverse("admin:steady_queue_job_dashboard"),
+        "queues": reverse("admin:steady_queue_pause_changelist"),
+    }[page]
+    content = viewer.get(url).content.decode()
+
+    expected = (
+        '<ol class="breadcrumbs">'
+        if django.VERSION >= (6, 1)
+        else '<div class="breadcrumbs">'
+    )
+    assert expected in content
+    assert 'href="/admin/steady_queue/">Steady Queue</a>' in content
