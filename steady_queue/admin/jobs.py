@@ -52,11 +52,10 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = (
         "id",
         "task_name",
-        "queue_name",
+        "queue",
         "state_label",
-        "priority",
-        "enqueued_at",
-        "finished_at",
+        "enqueued",
+        "finished",
         "attempts",
         "elapsed",
         "last_error",
@@ -158,12 +157,24 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         # The run going on now is an attempt too, as get_result() counts it.
         return ended + (1 if observe(job).state == State.RUNNING else 0)
 
+    @admin.display(description="queue")
+    def queue(self, job):
+        return job.queue_name
+
+    @admin.display(description="enqueued")
+    def enqueued(self, job):
+        return _compact_time(job.enqueued_at)
+
+    @admin.display(description="finished")
+    def finished(self, job):
+        return _compact_time(job.finished_at)
+
     @admin.display(description="started at")
     def started(self, job):
         started = job.started_at or observe(job).claimed_at
         return date_format(localtime(started), "DATETIME_FORMAT") if started else "-"
 
-    @admin.display(description="running for")
+    @admin.display(description="running")
     def elapsed(self, job):
         observed = observe(job)
         if observed.state != State.RUNNING or observed.claimed_at is None:
@@ -171,7 +182,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         seconds = max((timezone.now() - observed.claimed_at).total_seconds(), 0)
         return _duration(seconds)
 
-    @admin.display(description="last error")
+    @admin.display(description="error")
     def last_error(self, job):
         if not job.errors or observe(job).state != State.FAILED:
             return "-"
@@ -181,7 +192,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return format_html(
             '<span title="{}">{}</span>',
             error.get("exception_class_path", ""),
-            Truncator(message).chars(80),
+            Truncator(message).chars(48),
         )
 
     @admin.display(description="workers that ran it")
@@ -340,3 +351,15 @@ def _duration(seconds):
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _compact_time(moment):
+    """Narrow enough for a list column: the time today, the date too otherwise;
+    the full date and time in the tooltip."""
+    if moment is None:
+        return "-"
+    local = localtime(moment)
+    today = localtime(timezone.now()).date() == local.date()
+    shown = local.strftime("%H:%M:%S" if today else "%Y-%m-%d %H:%M")
+    full = date_format(local, "DATETIME_FORMAT")
+    return format_html('<span title="{}">{}</span>', full, shown)

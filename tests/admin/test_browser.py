@@ -126,3 +126,47 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
     docs_static = ROOT / "docs" / "_static"
     docs_static.mkdir(exist_ok=True)
     shutil.copyfile(SHOTS / "dashboard.png", docs_static / "dashboard.png")
+
+
+def test_an_operator_discards_a_ready_job_and_reads_the_list(browser, live_server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    stuck = make_job("ready", queue="mail", task_path="shop.tasks.send_email")
+    running = make_job("running", task_path="shop.tasks.build_report")
+    failed = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
+
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys("operator")
+    browser.find_element(By.NAME, "password").send_keys("a-password")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "/admin/login/" not in browser.current_url, message="logged in")
+
+    browser.get(f"{live_server.url}/admin/steady_queue/job/")
+    row = {
+        job.pk: browser.find_element(By.XPATH, f"//tr[.//a[text()='{job.pk}']]")
+        for job in (stuck, running, failed)
+    }
+    assert (
+        row[running.pk].find_element(By.CLASS_NAME, "field-elapsed").text.endswith(" s")
+    )
+    error = row[failed.pk].find_element(By.CLASS_NAME, "field-last_error")
+    assert error.text == "ValueError: it broke"
+    browser.save_screenshot(str(SHOTS / "jobs-list.png"))
+    # Every column fits at 1400 px, beside the admin's sidebar and the
+    # filters: the results table has nothing to scroll sideways to.
+    assert browser.execute_script(
+        "const results = document.querySelector('.results');"
+        "return results.scrollWidth <= results.clientWidth"
+    )
+    browser.save_screenshot(str(SHOTS / "jobs-list.png"))
+
+    row[stuck.pk].find_element(By.CSS_SELECTOR, "input.action-select").click()
+    Select(browser.find_element(By.NAME, "action")).select_by_value("discard_waiting")
+    browser.find_element(By.CSS_SELECTOR, "button[name=index]").click()
+    wait_for(lambda: "Discarded 1 job(s)." in browser.page_source, message="discard")
+    assert not Job.objects.filter(pk=stuck.pk).exists()
+    assert Job.objects.filter(pk=running.pk).exists()
+    browser.save_screenshot(str(SHOTS / "jobs-discarded.png"))
