@@ -56,7 +56,6 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "state_label",
         "enqueued",
         "finished",
-        "attempts",
         "elapsed",
         "last_error",
     )

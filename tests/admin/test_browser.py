@@ -133,9 +133,12 @@ def test_an_operator_discards_a_ready_job_and_reads_the_list(browser, live_serve
     from selenium.webdriver.support.ui import Select
 
     User.objects.create_superuser("operator", "op@example.com", "a-password")
-    stuck = make_job("ready", queue="mail", task_path="shop.tasks.send_email")
-    running = make_job("running", task_path="shop.tasks.build_report")
-    failed = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
+    # Ids as wide as a busy queue's, whatever ran in this database before.
+    stuck = make_job("ready", queue="mail", task_path="shop.tasks.send_email", pk=10**8)
+    running = make_job("running", task_path="shop.tasks.build_report", pk=10**8 + 1)
+    failed = make_job(
+        "failed", queue="mail", task_path="shop.tasks.charge_card", pk=10**8 + 2
+    )
 
     browser.set_window_size(1400, 1000)
     browser.get(f"{live_server.url}/admin/login/")
