@@ -9,6 +9,7 @@ concurrency limits and signals; only the supervisor and the forks are left out.
 import logging
 import signal
 import threading
+import time
 from dataclasses import replace
 
 from .db import close_quietly
@@ -158,6 +159,21 @@ class Burst(Interruptible):
             total += moved
         return total
 
+    def pool_settled(self, worker, timeout=1.0):
+        """Wait until every pool thread counts itself free; True if none does
+        in time (a thread abandoned past its timeout stays busy).
+
+        A thread hands over its outcome before it counts itself free: in that
+        gap the worker has nothing in flight yet sees no idle thread, claims
+        nothing, and would end the burst with ready jobs left.
+        """
+        deadline = time.monotonic() + timeout
+        while worker.pool.idle_threads < worker.pool.size:
+            if time.monotonic() >= deadline:
+                return True
+            worker.interruptible_sleep(0.005)
+        return False
+
     def drain(self, worker):
         """Let one worker claim and run until it is idle; return how many it took."""
         taken = 0
@@ -176,7 +192,11 @@ class Burst(Interruptible):
             taken += claimed
             self.ran += claimed
             if claimed == 0 and not worker.in_flight:
-                return taken
+                if worker.pool.idle_threads >= worker.pool.size or self.pool_settled(
+                    worker
+                ):
+                    return taken
+                continue  # the pool is free now: claim what it could not take
             if claimed == 0:
                 # Running on pool threads: woken when one frees up.
                 worker.interruptible_sleep(min(delay, 0.05) or 0.05)

@@ -51,3 +51,27 @@ def test_a_stop_from_another_thread_ends_a_waiting_run():
     assert not runner.is_alive()
     assert done == [0]
     assert not Process.objects.exists()
+
+
+def test_a_thread_slow_to_count_itself_free_does_not_end_the_burst_early():
+    from steady_queue.processes.pool import Pool
+
+    class SlowToFreePool(Pool):
+        """Hands over each outcome, then takes a while to count itself free:
+        the gap in which a worker sees nothing in flight and no idle thread."""
+
+        def _release(self):
+            time.sleep(0.2)
+            super()._release()
+
+    results = [tasks.add.enqueue(n, n) for n in range(4)]
+    run = burst()
+    worker = run.workers[0]
+    worker.pool = SlowToFreePool(
+        3, on_done=worker.completed, name=worker.name, on_free=worker.wake_up
+    )
+
+    assert run.start() == 4
+    for result in results:
+        result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
