@@ -126,20 +126,29 @@ class Runnable(Interruptible):
         while True:
             ok, value = self.guard.call(self.process.deregister)
             if ok:
-                if value:
-                    # Claims still held at the end go back to ready: say which.
-                    send_hook(
-                        signals.claims_resolved,
-                        type(self),
-                        process_name=self.name,
-                        job_ids=value,
-                        resolution="handed back to ready",
-                        reason="stopped before they finished",
-                    )
+                # Claims still held at the end go back to ready: say which.
+                self.report_claims_resolved(
+                    self.name,
+                    value,
+                    "handed back to ready",
+                    "stopped before they finished",
+                )
                 return
             if self.immediate:
                 return
             self.interruptible_sleep(value)
+
+    def report_claims_resolved(self, process_name, job_ids, resolution, reason):
+        """Send claims_resolved for the jobs of a process, if there were any."""
+        if job_ids:
+            send_hook(
+                signals.claims_resolved,
+                type(self),
+                process_name=process_name,
+                job_ids=job_ids,
+                resolution=resolution,
+                reason=reason,
+            )
 
     def supervisor_went_away(self):
         return self.supervisor_pid is not None and os.getppid() != self.supervisor_pid

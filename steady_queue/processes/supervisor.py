@@ -343,15 +343,7 @@ class Supervisor(Runnable):
 
     def report_resolved(self, child, job_ids, resolution, reason):
         """Send claims_resolved for the jobs of a gone child, if there were any."""
-        if job_ids:
-            send_hook(
-                signals.claims_resolved,
-                type(self),
-                process_name=child.name,
-                job_ids=job_ids,
-                resolution=resolution,
-                reason=reason,
-            )
+        self.report_claims_resolved(child.name, job_ids, resolution, reason)
 
     # Mode-specific: how children are started, watched, signalled and ended.
 
