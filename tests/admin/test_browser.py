@@ -59,6 +59,17 @@ def browser():
     shutil.rmtree(profile, ignore_errors=True)
 
 
+def log_in(browser, live_server):
+    """Sign in as the superuser "operator" through the admin's login form."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys("operator")
+    browser.find_element(By.NAME, "password").send_keys("a-password")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "/admin/login/" not in browser.current_url, message="logged in")
+
+
 def recent_history():
     """An hour of finished and failed jobs, so the charts have something to draw."""
     rng = random.Random(8)
@@ -92,11 +103,7 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
     recent_history()
     failed = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
 
-    browser.get(f"{live_server.url}/admin/login/")
-    browser.find_element(By.NAME, "username").send_keys("operator")
-    browser.find_element(By.NAME, "password").send_keys("a-password")
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(lambda: "/admin/login/" not in browser.current_url, message="logged in")
+    log_in(browser, live_server)
 
     browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
     assert "Steady Queue dashboard" in browser.title
@@ -141,11 +148,7 @@ def test_an_operator_discards_a_ready_job_and_reads_the_list(browser, live_serve
     )
 
     browser.set_window_size(1400, 1000)
-    browser.get(f"{live_server.url}/admin/login/")
-    browser.find_element(By.NAME, "username").send_keys("operator")
-    browser.find_element(By.NAME, "password").send_keys("a-password")
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(lambda: "/admin/login/" not in browser.current_url, message="logged in")
+    log_in(browser, live_server)
 
     browser.get(f"{live_server.url}/admin/steady_queue/job/")
     row = {
