@@ -53,6 +53,10 @@ class TaskTimeoutError(SteadyQueueError, TimeoutError):
     """The task ran longer than its timeout and was stopped."""
 
 
+class JobCancelledError(SteadyQueueError):
+    """An operator cancelled the job while it ran; it is failed and never retried."""
+
+
 class ConcurrencyKeyError(EnqueueError):
     """A task's concurrency key could not be computed; nothing was written."""
 
@@ -93,3 +97,9 @@ def error_payload(exception_class, message):
     """Return a TaskError-shaped dict for an error that has no traceback."""
     path = f"{exception_class.__module__}.{exception_class.__qualname__}"
     return {"exception_class_path": path, "traceback": f"{path}: {message}\n"}
+
+
+def cancellation_payload(by, at):
+    """The error a running job is failed with when ``by`` cancels it at ``at``."""
+    when = at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    return error_payload(JobCancelledError, f"Cancelled by {by} at {when}.")

@@ -288,3 +288,35 @@ def clock_now():
     from django.utils import timezone
 
     return timezone.now().isoformat()
+
+
+# Cancellation. Each writes what happened to it, a line each, to ``path``.
+
+
+def _note(path, line):
+    with open(path, "a") as file:
+        file.write(f"{line}\n")
+
+
+@retry(attempts=3, wait=0)
+@task
+def runs_for(path, seconds):
+    """Run ``seconds``, then succeed (tests cancel it before that)."""
+    _note(path, "started")
+    time.sleep(seconds)
+    _note(path, "finished")
+    return "finished"
+
+
+@retry(attempts=3, wait=0)
+@task
+async def async_runs_for(path, seconds):
+    """Await ``seconds``, then succeed; note a cancellation on the way out."""
+    _note(path, "started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _note(path, "cancelled")
+        raise
+    _note(path, "finished")
+    return "finished"

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 
 from ..models import (
     BlockedExecution,
+    ClaimedExecution,
     FailedExecution,
     ReadyExecution,
     ScheduledExecution,
@@ -63,6 +64,18 @@ def discard_waiting(modeladmin, request, queryset):
     for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
         moved += _in_batches(model, queryset, methodcaller("discard_all"))
     _report(modeladmin, request, "Discarded", "waiting", moved)
+
+
+@admin.action(permissions=["cancel"], description="Cancel selected running jobs")
+def cancel_running(modeladmin, request, queryset):
+    cancel = methodcaller("cancel_all", operator(request))
+    moved = _in_batches(ClaimedExecution, queryset, cancel)
+    _report(modeladmin, request, "Cancelled", "running", moved)
+
+
+def operator(request):
+    """Who acts, as a cancelled job's error names them."""
+    return f"{request.user.get_username()} (admin)"
 
 
 def _in_batches(model, jobs, verb):

@@ -15,6 +15,7 @@ from django.utils.timezone import localtime
 
 from ..models import (
     BlockedExecution,
+    ClaimedExecution,
     FailedExecution,
     Job,
     ReadyExecution,
@@ -33,6 +34,7 @@ OPERATIONS = {
         {State.FAILED, State.READY, State.SCHEDULED, State.BLOCKED},
     ),
     "run_now": ("run_job_now", {State.SCHEDULED, State.BLOCKED}),
+    "cancel": ("cancel_job", {State.RUNNING}),
 }
 # The execution table and verb behind each (operation, state) pair.
 VERBS = {
@@ -43,8 +45,15 @@ VERBS = {
     ("discard", State.BLOCKED): (BlockedExecution, methodcaller("discard_all")),
     ("run_now", State.SCHEDULED): (ScheduledExecution, methodcaller("make_ready_now")),
     ("run_now", State.BLOCKED): (BlockedExecution, methodcaller("make_ready_now")),
+    # Who cancels is the request's user: see _verb.
+    ("cancel", State.RUNNING): (ClaimedExecution, None),
 }
-DONE = {"retry": "retried", "discard": "discarded", "run_now": "moved to ready"}
+DONE = {
+    "retry": "retried",
+    "discard": "discarded",
+    "run_now": "moved to ready",
+    "cancel": "cancelled: its worker stops it within a second or two",
+}
 
 
 @admin.register(Job)
@@ -72,6 +81,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         actions.discard_failed,
         actions.run_now,
         actions.discard_waiting,
+        actions.cancel_running,
     )
     fieldsets = (
         (
@@ -136,6 +146,9 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def has_run_now_permission(self, request):
         return can(request, "run_job_now")
 
+    def has_cancel_permission(self, request):
+        return can(request, "cancel_job")
+
     @admin.display(description="task")
     def task_name(self, job):
         return format_html(
@@ -187,16 +200,22 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             return "-"
         error = job.errors[-1]
         lines = (error.get("traceback") or "").strip().splitlines()
-        message = lines[-1] if lines else error.get("exception_class_path", "?")
+        path = error.get("exception_class_path", "?")
+        message = lines[-1] if lines else path
+        if message.startswith(f"{path}:"):
+            # Our own errors name their class by its full path: the list has
+            # room for the class and the message, not the module.
+            message = path.rpartition(".")[2] + message[len(path) :]
+        # The whole line on hover, with the class's full path.
         return format_html(
             '<span title="{}">{}</span>',
-            error.get("exception_class_path", ""),
+            lines[-1] if lines else path,
             Truncator(message).chars(48),
         )
 
     @admin.display(description="workers that ran it")
     def workers(self, job):
-        from ..models import ClaimedExecution, Process
+        from ..models import Process
 
         claim = (
             ClaimedExecution.objects.using(job._state.db).filter(job_id=job.pk).first()
@@ -297,6 +316,8 @@ def _operate(modeladmin, request, object_id, operation):
         )
         return HttpResponseRedirect(_job_url(job))
     model, verb = VERBS[operation, job.state]
+    if operation == "cancel":
+        verb = methodcaller("cancel_all", actions.operator(request))
     outcome = verb(model.objects.using(job._state.db).filter(job_id=job.pk))
     if operation == "retry":
         # Where it went: a retry may be discarded again at once (no free slot).
@@ -306,6 +327,12 @@ def _operate(modeladmin, request, object_id, operation):
         )
     elif operation == "run_now":
         _report_run_now(modeladmin, request, job)
+    elif operation == "cancel" and not outcome:
+        modeladmin.message_user(
+            request,
+            f"Job {job.pk} ended before it could be cancelled.",
+            messages.WARNING,
+        )
     else:
         modeladmin.message_user(
             request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS

@@ -66,6 +66,16 @@ class Dialect:
             rows = cursor.fetchall()
         return queryset.convert_raw_rows(rows, fields)
 
+    def add_on_conflict(self, table, key_columns, summed_columns):
+        """The tail of an INSERT INTO ``table`` that, where a row with the same
+        key exists, adds the new row's ``summed_columns`` to it instead."""
+        # Qualified: PostgreSQL finds a bare column ambiguous beside EXCLUDED.
+        additions = ", ".join(
+            f"{column} = {table}.{column} + EXCLUDED.{column}"
+            for column in summed_columns
+        )
+        return f" ON CONFLICT ({', '.join(key_columns)}) DO UPDATE SET {additions}"
+
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""
         return "SELECT CURRENT_TIMESTAMP"

@@ -28,6 +28,14 @@ class MySQL(Dialect):
     # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
     # both inside one transaction, so the locks hold until the delete commits.
 
+    def add_on_conflict(self, table, key_columns, summed_columns):
+        # VALUES(column) names the new row's value (MySQL 8 warns of it being
+        # deprecated, but MariaDB has no row alias): the one form both take.
+        additions = ", ".join(
+            f"{column} = {column} + VALUES({column})" for column in summed_columns
+        )
+        return f" ON DUPLICATE KEY UPDATE {additions}"
+
     def delete_picked(self, cursor, table, key, pick_sql, params):
         cursor.execute(pick_sql, params)
         keys = [row[0] for row in cursor.fetchall()]

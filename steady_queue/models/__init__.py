@@ -5,6 +5,7 @@ from .claimed_execution import Claim, ClaimedExecution
 from .dashboard import Dashboard
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
+from .job_tally import JobTally
 from .pause import Pause
 from .process import Process
 from .ready_execution import ReadyExecution
@@ -23,6 +24,7 @@ __all__ = [
     "Enqueued",
     "FailedExecution",
     "Job",
+    "JobTally",
     "Pause",
     "Process",
     "ReadyExecution",

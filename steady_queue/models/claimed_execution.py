@@ -10,8 +10,12 @@ from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 from ..dialects import refuses_the_row
+from ..dialects.postgresql import PostgreSQL
 from .execution import Execution, ExecutionQuerySet
 from .job.outcomes import OUTCOME_COLUMNS, outcome_arrays
+from .job_tally import KEY as JOB_TALLY_KEY
+from .job_tally import SUMMED as JOB_TALLY_SUMMED
+from .job_tally import JobTally, tally_columns
 
 logger = logging.getLogger("steady_queue")
 
@@ -21,8 +25,10 @@ logger = logging.getLogger("steady_queue")
 # OUTCOME_COLUMNS, the list the ORM path writes too.
 FINALIZE_SQL = """
 WITH outcome AS (
-    SELECT * FROM unnest(%s::bigint[], %s::boolean[], {arrays})
-    AS o(job_id, succeeded, {fields})
+    SELECT * FROM unnest(
+        %s::bigint[], %s::boolean[], {arrays},
+        %s::text[], %s::text[], %s::smallint[], %s::float8[]
+    ) AS o(job_id, succeeded, {fields}, t_queue, t_task, t_bucket, t_seconds)
 ),
 released AS (
     DELETE FROM steady_queue_claimed_executions claim USING outcome
@@ -42,12 +48,25 @@ failed AS (
     INSERT INTO steady_queue_failed_executions (job_id, created_at)
     SELECT job_id, %s FROM released JOIN outcome o USING (job_id)
     WHERE NOT o.succeeded
+),
+tallied AS (
+    INSERT INTO steady_queue_job_tallies
+        (queue_name, task_path, status, bucket, count, seconds)
+    SELECT o.t_queue, o.t_task, 'succeeded', o.t_bucket, count(*), sum(o.t_seconds)
+    FROM released JOIN outcome o USING (job_id)
+    GROUP BY o.t_queue, o.t_task, o.t_bucket
+    ORDER BY o.t_queue, o.t_task, o.t_bucket
+    {add_on_conflict}
 )
 SELECT job_id FROM released
 """.format(
     arrays=", ".join(f"%s::{kind}[]" for _, kind in OUTCOME_COLUMNS),
     fields=", ".join(name for name, _ in OUTCOME_COLUMNS),
     assignments=", ".join(f"{name} = o.{name}" for name, _ in OUTCOME_COLUMNS),
+    # Only outcomes whose claims were still held are counted (JobTally).
+    add_on_conflict=PostgreSQL().add_on_conflict(
+        JobTally._meta.db_table, JOB_TALLY_KEY, JOB_TALLY_SUMMED
+    ),
 )
 
 
@@ -167,6 +186,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             [job.pk for job in jobs],
             [outcome.succeeded for outcome in outcomes],
             *outcome_arrays(jobs),
+            *tally_columns(outcomes),
         ]
         params = [
             *columns,
@@ -274,6 +294,28 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             self.release_concurrency_slots([outcome.job for outcome in outcomes])
         return [outcome.job for outcome in outcomes]
 
+    def cancel_all(self, by):
+        """Cancel these running jobs: fail them with JobCancelledError; their ids.
+
+        The claim goes in the same transaction as the job is failed, so the
+        worker still running it can never record an outcome over this one
+        (finalize_all records only claims still held), and learns of it by
+        seeing the claim gone (Worker.stop_lost_jobs). A job that finished
+        meanwhile has no claim left and is not touched. Never retried.
+        """
+        from ..exceptions import cancellation_payload
+        from .process import Process
+
+        error = cancellation_payload(by, timezone.now())
+        process_ids = set(self.values_list("process_id", flat=True))
+        # The attempt counts under the name of the worker that ran it.
+        names = dict(
+            Process.objects.using(self.db)
+            .filter(pk__in=process_ids)
+            .values_list("pk", "name")
+        )
+        return [job.pk for job in self.fail_all_with(error, names)]
+
     def fail_each_with(self, error, worker_ids_by_process=None):
         """Fail these claims like fail_all_with, one job per transaction.
 
@@ -352,6 +394,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             ScheduledExecution.objects.using(self.db).create_all_at(
                 retried, timezone.now()
             )
+        JobTally.objects.using(self.db).add_outcomes(outcomes)
         return outcomes
 
     def fail_overrun(self, process_id, errors, worker_id):
@@ -370,7 +413,10 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
 
 def with_retry_decided(outcome):
     """The outcome, with retry_at set if its job's retry policy runs it again."""
-    if outcome.succeeded:
+    from ..exceptions import JobCancelledError
+
+    if outcome.succeeded or outcome.exception_class is JobCancelledError:
+        # An operator's cancellation is final, whatever the retry policy.
         return outcome
     from ..decorators.retries import policy_for
 

@@ -7,6 +7,9 @@ import threading
 
 logger = logging.getLogger("steady_queue")
 
+# How long coroutines cancelled at stop get to run their cleanup.
+UNWIND_TIMEOUT = 1.0
+
 
 class Pool:
     """Runs up to ``size`` jobs at once and reports each result to ``on_done``.
@@ -49,11 +52,34 @@ class Pool:
             for _ in self._threads:
                 self._queue.put(None)
         if self._loop is not None:
+            self._unwind_coroutines(UNWIND_TIMEOUT)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=1)
             # An unclosed loop warns (ResourceWarning) when collected.
             if not self._loop.is_running():
                 self._loop.close()
+
+    def _unwind_coroutines(self, timeout):
+        """Cancel the coroutines still on the loop; wait up to ``timeout`` for
+        them to run their except and finally blocks.
+
+        A stopped loop runs nothing more: a coroutine cancelled just before
+        (a cancelled job, a worker exiting) would end with its process without
+        ever seeing its CancelledError.
+        """
+
+        async def unwind():
+            running = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running, timeout=timeout)
+
+        try:
+            asyncio.run_coroutine_threadsafe(unwind(), self._loop).result(timeout + 1)
+        except Exception:
+            # A loop blocked by sync code in a coroutine: stop without it.
+            logger.warning("%s: coroutines still running at stop", self.name)
 
     @property
     def idle_threads(self):
@@ -69,10 +95,15 @@ class Pool:
         self._queue.put(function)
 
     def post_coroutine(self, coroutine_function):
-        """Run coroutine_function() on the pool's event loop."""
+        """Run coroutine_function() on the pool's event loop; return its future.
+
+        Cancelling the future cancels the coroutine on the loop, and frees its
+        slot at once: its result, if it still produces one, is dropped.
+        """
         self._reserve()
         future = asyncio.run_coroutine_threadsafe(coroutine_function(), self.loop)
         future.add_done_callback(self._coroutine_finished)
+        return future
 
     def wait_until_idle(self, timeout):
         """Block until no job runs or the timeout passes; return whether idle."""

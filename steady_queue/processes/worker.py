@@ -33,6 +33,10 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
+# How often a busy worker checks that it still holds the claims of the jobs it
+# runs: a claim taken away (an operator cancelled the job, or a supervisor
+# failed it) means the job must stop here, and its outcome must not be written.
+CLAIM_CHECK_INTERVAL = 1.0
 # A forked worker exits with this to be replaced at once: it was recycled or
 # stopped an overrunning job, and holds no claims. Not a crash: no backoff.
 REPLACE_EXIT_CODE = 75
@@ -60,6 +64,10 @@ class Worker(Poller):
         self.unrecorded = []
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
+        # Job id -> the future of its coroutine on the pool's loop: what a
+        # cancellation cancels. Sync jobs have no entry: a thread cannot be.
+        self.coroutines = {}
+        self.next_claim_check = 0.0
         # Set when a claim failed: it may have committed although its reply never
         # arrived, leaving jobs claimed that this process does not run.
         self.claims_uncertain = False
@@ -97,6 +105,8 @@ class Worker(Poller):
         if self.claims_uncertain:
             self.release_unknown_claims()
         self.record_outcomes()
+        if self.in_flight and time.monotonic() >= self.next_claim_check:
+            self.stop_lost_jobs()
         if self.deadlines.overdue():
             self.stop_overrunning_jobs()
             return 0
@@ -105,7 +115,7 @@ class Worker(Poller):
         idle = self.pool.idle_threads
         wanted = self.recycler.claim_limit(idle)
         if self.stopping or wanted <= 0:
-            return self.deadlines.cap(FULL_POOL_WAIT)
+            return self.sleep_at_most(FULL_POOL_WAIT)
         from ..models import ReadyExecution
 
         try:
@@ -118,10 +128,19 @@ class Worker(Poller):
             self.claims_uncertain = True
             raise
         self.recycler.count_claimed(len(claims))
+        if claims and not self.in_flight:
+            # Fresh claims are held: the first check is due an interval on.
+            self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
             self.perform(claim)
         delay = 0 if len(claims) == idle else self.polling_interval
+        return self.sleep_at_most(delay)
+
+    def sleep_at_most(self, delay):
+        """Shorten a sleep to wake for the next deadline or claim check."""
+        if self.in_flight:
+            delay = min(delay, max(0.0, self.next_claim_check - time.monotonic()))
         return self.deadlines.cap(delay)
 
     def release_unknown_claims(self):
@@ -172,7 +191,9 @@ class Worker(Poller):
         seconds = timeout_for(task, self.options.timeout)
         if iscoroutinefunction(task.func):
             self.deadlines.watch(job, seconds, grace=ASYNC_GRACE)
-            self.pool.post_coroutine(lambda: self.runner.arun(claim, task, seconds))
+            self.coroutines[job.pk] = self.pool.post_coroutine(
+                lambda: self.runner.arun(claim, task, seconds)
+            )
         else:
             self.deadlines.watch(job, seconds)
             self.pool.post(lambda: self._run(claim, task))
@@ -222,8 +243,7 @@ class Worker(Poller):
             # (nor, at shutdown, send finished jobs back to run again).
             recorded, done, outage = self.record_one_at_a_time(claims)
         for outcome in done:
-            self.in_flight.discard(outcome.job.pk)
-            self.deadlines.forget(outcome.job.pk)
+            self.forget(outcome.job.pk)
         for outcome in recorded:
             self.report_finished(outcome)
         if recorded:
@@ -330,14 +350,63 @@ class Worker(Poller):
             described,
         )
         for job_id in overdue:
-            self.in_flight.discard(job_id)
-            self.deadlines.forget(job_id)
+            self.forget(job_id)
         self.recycler.recycle(f"a job ran past its timeout ({described})")
+
+    def stop_lost_jobs(self):
+        """Stop running the jobs whose claims this process no longer holds.
+
+        An operator cancelled them (ClaimedExecutionQuerySet.cancel_all), or a
+        supervisor that took this process for dead failed them: their outcome
+        is already written, and whatever they produce now is dropped (finalize
+        records only claims still held). A coroutine is cancelled; a thread
+        cannot be, so as for a timeout a forked worker drains and exits to be
+        replaced, and in thread mode the thread runs on, ignored.
+        """
+        self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
+        # An outcome waiting to be recorded (an outage) is no longer running.
+        running = self.in_flight - {outcome.job.pk for outcome in self.unrecorded}
+        if not running:
+            return
+        lost = sorted(running - self.process.still_holds(running))
+        threads = []
+        for job_id in lost:
+            future = self.coroutines.get(job_id)
+            if future is not None:
+                future.cancel()
+            else:
+                threads.append(job_id)
+            self.forget(job_id)
+        if lost:
+            how = (
+                "its coroutine was cancelled"
+                if not threads
+                else "draining to be replaced, as a thread cannot be stopped"
+                if self.owns_process
+                else "a thread cannot be stopped in thread mode: it runs on and "
+                "its result will be ignored"
+            )
+            logger.warning(
+                "%s: job(s) %s no longer held by this worker (cancelled, or failed "
+                "by its supervisor); %s",
+                self.description,
+                ", ".join(str(job_id) for job_id in lost),
+                how,
+            )
+        if threads and self.owns_process:
+            listed = ", ".join(str(job_id) for job_id in threads)
+            self.recycler.recycle(f"job(s) {listed} stopped while running")
+
+    def forget(self, job_id):
+        """This job is no longer this worker's to run or record."""
+        self.in_flight.discard(job_id)
+        self.coroutines.pop(job_id, None)
+        self.deadlines.forget(job_id)
 
     def drain_to_recycle(self):
         """Claim nothing; once every job is recorded, exit to be replaced."""
         if self.in_flight:
-            return self.deadlines.cap(FULL_POOL_WAIT)
+            return self.sleep_at_most(FULL_POOL_WAIT)
         logger.info(
             "%s: %s; exiting to be replaced", self.description, self.recycler.reason
         )

@@ -1,13 +1,14 @@
 """Prometheus text exposition of the queue's state, read from the database.
 
 Every value is computed from the tables when scraped, so any web process can
-serve it; no worker keeps counters in memory. Finished and failed jobs are
-counted over a recent window (``*_last_5m``): a counter read from the jobs
-table would go backwards whenever finished jobs are cleared.
+serve it; no worker keeps counters in memory. The run counters and duration
+histograms come from JobTally, which workers add to in the transaction that
+records each batch of outcomes: clearing finished jobs leaves them as they are.
 """
 
 from django.utils import timezone
 
+from ..models.job_tally import DURATION_BUCKETS
 from ..states import TABLED, State, counts_by_state
 from .queues import queue_overview
 from .throughput import per_minute
@@ -18,7 +19,7 @@ WINDOW_MINUTES = 5
 
 def collect(backend, now=None):
     """Return the metrics as text in Prometheus' exposition format."""
-    from ..models import Process
+    from ..models import JobTally, Process
     from .queues import configured_queue_names
 
     now = now or timezone.now()
@@ -84,6 +85,41 @@ def collect(backend, now=None):
         f"Jobs that failed in the last {WINDOW_MINUTES} minutes.",
         [({}, sum(row[2] for row in recent))],
     )
+    runs = JobTally.objects.using(database).totals()
+    metric(
+        "steady_queue_runs_total",
+        "counter",
+        "Runs recorded, per queue, task and status (succeeded, retried: failed "
+        "and scheduled again, failed: for good); kept across clear-finished.",
+        [
+            ({"queue": queue, "task": task, "status": status}, totals["count"])
+            for (queue, task, status), totals in sorted(runs.items())
+        ],
+    )
+    histogram = [
+        "# HELP steady_queue_run_duration_seconds How long each recorded run "
+        "took, per queue, task and status.",
+        "# TYPE steady_queue_run_duration_seconds histogram",
+    ]
+    for (queue, task, status), totals in sorted(runs.items()):
+        labels = {"queue": queue, "task": task, "status": status}
+        bounds = [f"{bound:g}" for bound in DURATION_BUCKETS] + ["+Inf"]
+        for bound, count in zip(
+            bounds, [*totals["buckets"], totals["timed"]], strict=True
+        ):
+            histogram.append(
+                f"steady_queue_run_duration_seconds_bucket"
+                f"{_labels({**labels, 'le': bound})} {count}"
+            )
+        histogram.append(
+            f"steady_queue_run_duration_seconds_sum{_labels(labels)} "
+            f"{totals['seconds']!r}"
+        )
+        histogram.append(
+            f"steady_queue_run_duration_seconds_count{_labels(labels)} "
+            f"{totals['timed']}"
+        )
+    lines.extend(histogram)
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from steady_queue.models import (
     BlockedExecution,
+    ClaimedExecution,
     FailedExecution,
     Job,
     ReadyExecution,
@@ -152,3 +153,42 @@ def test_read_only_staff_get_no_actions_and_no_run_now(viewer):
     url = reverse("admin:steady_queue_job_operate", args=[job.pk, "run_now"])
     assert viewer.post(url).status_code == 403
     assert ScheduledExecution.objects.filter(job_id=job.pk).exists()
+
+
+def assert_cancelled_by(job, who):
+    job.refresh_from_db()
+    assert FailedExecution.objects.filter(job_id=job.pk).exists()
+    assert not ClaimedExecution.objects.filter(job_id=job.pk).exists()
+    [error] = job.errors
+    assert error["exception_class_path"] == "steady_queue.exceptions.JobCancelledError"
+    assert f"Cancelled by {who} at " in error["traceback"]
+
+
+def test_cancel_fails_selected_running_jobs_with_who_cancelled(operator):
+    running, other = make_job("running"), make_job("running")
+    response = act(operator, "cancel_running", [running, make_job("failed")])
+    assert "Cancelled 1 job(s)." in response.content.decode()
+    assert_cancelled_by(running, "root (admin)")
+    # The attempt counts under the name of the worker that ran it.
+    assert running.worker_ids == [f"worker-{running.pk}"]
+    assert ClaimedExecution.objects.filter(job_id=other.pk).exists()
+
+
+def test_the_cancel_button_on_a_running_jobs_page(operator):
+    job = make_job("running")
+    page = operator.get(reverse("admin:steady_queue_job_change", args=[job.pk]))
+    assert 'id="sq-cancel"' in page.content.decode()
+    url = reverse("admin:steady_queue_job_operate", args=[job.pk, "cancel"])
+    response = operator.post(url, follow=True)
+    assert "its worker stops it within a second or two" in response.content.decode()
+    assert_cancelled_by(job, "root (admin)")
+
+
+def test_cancel_needs_its_own_permission(client):
+    client.force_login(staff_with(*VIEW, "discard_job"))
+    job = make_job("running")
+    choices = dict(client.get(LIST).context["action_form"].fields["action"].choices)
+    assert "cancel_running" not in choices
+    url = reverse("admin:steady_queue_job_operate", args=[job.pk, "cancel"])
+    assert client.post(url).status_code == 403
+    assert ClaimedExecution.objects.filter(job_id=job.pk).exists()

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from steady_queue.models import Job, Pause
+from steady_queue.models import Job, Pause, Process
 from tests.factories import make_job
 from tests.helpers import wait_for
 
@@ -176,3 +176,80 @@ def test_an_operator_discards_a_ready_job_and_reads_the_list(browser, live_serve
     assert not Job.objects.filter(pk=stuck.pk).exists()
     assert Job.objects.filter(pk=running.pk).exists()
     browser.save_screenshot(str(SHOTS / "jobs-discarded.png"))
+
+
+def test_an_operator_cancels_a_running_job(
+    browser, live_server, start_supervisor, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    from tests import tasks
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    supervisor = start_supervisor()
+    wait_for(
+        lambda: Process.objects.filter(kind="worker").exists(),
+        timeout=20,
+        message="a worker registered",
+    )
+    notes = tmp_path / "notes"
+    # Left alone it would succeed in 5 s; cancelled, it never does.
+    result = tasks.runs_for.enqueue(str(notes), 5)
+    wait_for(lambda: notes.exists(), timeout=20, message="the job started")
+
+    log_in(browser, live_server)
+    browser.get(f"{live_server.url}/admin/steady_queue/job/{result.id}/change/")
+    assert browser.find_element(By.CSS_SELECTOR, ".sq-state").text == "running"
+    assert (
+        browser.find_element(By.CSS_SELECTOR, ".field-attempts .readonly").text == "1"
+    )
+    assert browser.find_element(By.CSS_SELECTOR, ".field-started .readonly").text != "-"
+    assert browser.find_element(
+        By.CSS_SELECTOR, ".field-elapsed .readonly"
+    ).text.endswith(" s")
+    browser.save_screenshot(str(SHOTS / "job-running.png"))
+    browser.execute_script(
+        "document.querySelector('.field-enqueued_at').scrollIntoView()"
+    )
+    browser.save_screenshot(str(SHOTS / "job-running-timeline.png"))
+    browser.execute_script("window.scrollTo(0, 0)")
+
+    browser.find_element(By.ID, "sq-cancel").click()
+    wait_for(
+        lambda: f"Job {result.id} cancelled" in browser.page_source,
+        message="cancel shown",
+    )
+    assert browser.find_element(By.CSS_SELECTOR, ".sq-state").text == "failed"
+    assert "JobCancelledError" in browser.page_source
+    assert "Cancelled by operator (admin) at " in browser.page_source
+    browser.save_screenshot(str(SHOTS / "job-cancelled.png"))
+
+    # Its worker exits to end the thread and is replaced; the run never ends
+    # in a success, and a new job runs on the new worker.
+    wait_for(
+        lambda: "stopped while running; exiting to be replaced" in supervisor.log(),
+        timeout=20,
+        message="the worker to be replaced",
+    )
+    after = tasks.add.enqueue(1, 2)
+    wait_for(
+        lambda: after.task.get_result(after.id).status == "SUCCESSFUL",
+        timeout=20,
+        message="a job after the cancel",
+    )
+    assert notes.read_text().split() == ["started"]
+    current = result.task.get_result(result.id)
+    assert current.status == "FAILED"
+    assert [e.exception_class_path for e in current.errors] == [
+        "steady_queue.exceptions.JobCancelledError"
+    ]
+
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/admin/steady_queue/job/?state=failed")
+    row = browser.find_element(By.XPATH, f"//tr[.//a[text()='{result.id}']]")
+    error = row.find_element(By.CSS_SELECTOR, ".field-last_error span")
+    assert error.text.startswith("JobCancelledError: Cancelled by operator")
+    assert error.get_attribute("title").startswith(
+        "steady_queue.exceptions.JobCancelledError: Cancelled by operator (admin) at "
+    )
+    browser.save_screenshot(str(SHOTS / "jobs-failed-list.png"))

@@ -1,19 +1,17 @@
 """Worker, in-process: poll() claims, runs, records, times out and recycles.
 
-Most tests hand the worker a HeldPool, which runs nothing until the test says
+Most tests hand the worker a HeldPool (conftest.py), which runs nothing until the test says
 so: what is claimed, running or finished at each poll is then the test's
 choice, and no thread or fork is involved. One test runs a real Pool.
 """
 
-import asyncio
 import copy
 import logging
 
 import pytest
 from django.utils.connection import ConnectionDoesNotExist
 
-from steady_queue.compat import TaskResultStatus, task_backends
-from steady_queue.conf import WorkerConfig
+from steady_queue.compat import TaskResultStatus
 from steady_queue.models import (
     ClaimedExecution,
     FailedExecution,
@@ -22,65 +20,12 @@ from steady_queue.models import (
     ReadyExecution,
 )
 from steady_queue.pipeline.queue_selector import QueueSelector
-from steady_queue.processes.worker import FULL_POOL_WAIT, Worker
+from steady_queue.processes.worker import CLAIM_CHECK_INTERVAL, FULL_POOL_WAIT
 
 from .. import tasks
 from ..helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class HeldPool:
-    """A pool that holds each posted job until the test runs it, in its thread."""
-
-    def __init__(self, size, on_done):
-        self.size = size
-        self.on_done = on_done
-        self.held = []
-        self.stopped = False
-
-    @property
-    def idle_threads(self):
-        return self.size - len(self.held)
-
-    def post(self, function):
-        self.held.append(function)
-
-    def post_coroutine(self, coroutine_function):
-        self.held.append(lambda: asyncio.run(coroutine_function()))
-
-    def run_all(self):
-        """Run every held job, in the order posted, reporting each result."""
-        held, self.held = self.held, []
-        for function in held:
-            self.on_done(function())
-
-    def stop(self):
-        self.stopped = True
-
-
-@pytest.fixture
-def make_worker():
-    """Build registered workers (not booted: no heartbeat, no signal handlers)."""
-    made = []
-
-    def make(real_pool=False, **config):
-        # Looked up now, so that a test's settings override reaches the worker.
-        backend = task_backends["default"]
-        config = WorkerConfig(**{"threads": 2, "polling_interval": 0.05, **config})
-        worker = Worker(backend, config, name=f"worker-unit-{len(made)}")
-        if real_pool:
-            worker.pool.start()
-        else:
-            worker.pool = HeldPool(config.threads, worker.completed)
-        made.append(worker)
-        assert worker.try_register()
-        return worker
-
-    yield make
-    for worker in made:
-        worker.pool.stop()
-        worker.close_wake_pipe()
 
 
 @pytest.fixture
@@ -131,8 +76,9 @@ def test_a_poll_claims_one_job_per_idle_thread_and_hands_them_to_the_pool(
     assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == job_ids(
         third
     )
-    # A full pool claims nothing and sleeps until a thread frees up.
-    assert worker.poll() == FULL_POOL_WAIT
+    # A full pool claims nothing and sleeps until a thread frees up, or at
+    # most until its running jobs' claims are due a check (cancellations).
+    assert 0 < worker.poll() <= CLAIM_CHECK_INTERVAL
     assert claimed_ids(worker) == job_ids(first, second)
 
 
@@ -249,7 +195,7 @@ def test_a_job_past_its_timeout_is_failed_and_its_worker_asks_to_be_replaced(
     assert "its thread cannot be stopped in thread mode" in trace
     # The other job is not handed back: it finishes first.
     assert claimed_ids(worker) == job_ids(unlimited)
-    assert worker.poll() == FULL_POOL_WAIT
+    assert 0 < worker.poll() <= CLAIM_CHECK_INTERVAL
     assert worker.replacement_reason is None
     assert not worker.stopping
 
@@ -279,7 +225,7 @@ def test_after_max_tasks_a_worker_claims_no_more_drains_and_asks_to_be_replaced(
     assert claimed_ids(worker) == job_ids(first, second)
 
     # Threads are idle, but the worker drains instead of claiming.
-    assert worker.poll() == FULL_POOL_WAIT
+    assert 0 < worker.poll() <= CLAIM_CHECK_INTERVAL
     assert claimed_ids(worker) == job_ids(first, second)
     assert worker.replacement_reason is None
 

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 from ... import __version__
 from ...commands import (
+    cancel,
     check,
     clear_finished,
     common,
@@ -31,6 +32,7 @@ SUBCOMMANDS = (
     resume,
     retry,
     discard,
+    cancel,
     check,
 )
 
@@ -39,8 +41,8 @@ class Command(BaseCommand):
     help = (
         "Run steady_queue's supervisor (workers, dispatchers and, if there are "
         "recurring tasks, a scheduler), or with a subcommand show its status, "
-        "pause or resume a queue, retry or discard failed jobs, clear finished "
-        "jobs, or check the configuration."
+        "pause or resume a queue, retry or discard failed jobs, cancel running "
+        "ones, clear finished jobs, or check the configuration."
     )
 
     def get_version(self):

@@ -38,6 +38,7 @@ class Job(models.Model):
             ("retry_job", "Can retry failed jobs"),
             ("discard_job", "Can discard failed and waiting jobs"),
             ("run_job_now", "Can run scheduled, blocked and recurring jobs now"),
+            ("cancel_job", "Can cancel running jobs"),
         ]
 
     def __str__(self):

@@ -1,0 +1,100 @@
+"""manage.py steady_queue cancel against a real supervisor: running jobs stop,
+end cancelled, and never succeed."""
+
+import io
+import signal
+
+import pytest
+from django.core.management import call_command
+
+from steady_queue.compat import TaskResultStatus
+
+from .. import tasks
+from ..helpers import wait_for
+from .support import rows, statuses, wait_for_boot, wait_for_exit, wait_for_log
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def notes(path):
+    return path.read_text().split() if path.exists() else []
+
+
+def cancel(*results):
+    out = io.StringIO()
+    ids = [arg for result in results for arg in ("--id", result.id)]
+    call_command("steady_queue", "cancel", *ids, "--by", "ops", stdout=out)
+    return out.getvalue()
+
+
+def assert_cancelled(result):
+    current = result.task.get_result(result.id)
+    assert current.status == TaskResultStatus.FAILED
+    [error] = current.errors
+    assert error.exception_class_path == "steady_queue.exceptions.JobCancelledError"
+    assert "Cancelled by ops at " in error.traceback
+
+
+def test_cancelled_jobs_stop_and_a_forked_worker_is_replaced(
+    start_supervisor, tmp_path
+):
+    supervisor = start_supervisor()
+    [worker] = wait_for_boot(supervisor)
+    sync_notes, async_notes = tmp_path / "sync", tmp_path / "async"
+    sync = tasks.runs_for.enqueue(str(sync_notes), 60)
+    coroutine = tasks.async_runs_for.enqueue(str(async_notes), 60)
+    wait_for(
+        lambda: notes(sync_notes) == notes(async_notes) == ["started"],
+        timeout=20,
+        message="both jobs running",
+    )
+
+    assert "Cancelled 2 running job(s)." in cancel(sync, coroutine)
+
+    assert statuses([sync, coroutine]) == {TaskResultStatus.FAILED: 2}
+    assert_cancelled(sync)
+    assert_cancelled(coroutine)
+    wait_for(lambda: "cancelled" in notes(async_notes), message="coroutine cancelled")
+    # The thread cannot be stopped: its worker exits and is replaced, which
+    # ends the thread with the process.
+    wait_for_log(supervisor, "stopped while running; exiting to be replaced")
+    wait_for(
+        lambda: [w.pid for w in rows("worker")] not in ([], [worker.pid]),
+        timeout=20,
+        message="a new worker",
+    )
+    after = tasks.add.enqueue(2, 2)
+    wait_for(lambda: statuses([after]) == {TaskResultStatus.SUCCESSFUL: 1})
+
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+    assert notes(sync_notes) == ["started"]
+    assert notes(async_notes) == ["started", "cancelled"]
+    assert_cancelled(sync)
+    assert_cancelled(coroutine)
+
+
+def test_in_thread_mode_a_cancelled_thread_runs_on_and_never_succeeds(
+    start_supervisor, tmp_path
+):
+    supervisor = start_supervisor("--mode", "thread")
+    wait_for_boot(supervisor)
+    sync_notes = tmp_path / "sync"
+    sync = tasks.runs_for.enqueue(str(sync_notes), 2)
+    wait_for(lambda: notes(sync_notes) == ["started"], timeout=20)
+
+    assert "Cancelled 1 running job(s)." in cancel(sync)
+    wait_for_log(supervisor, "it runs on and its result will be ignored")
+    # The thread ends its run and returns a success, which is dropped.
+    wait_for(lambda: notes(sync_notes) == ["started", "finished"], timeout=20)
+    after = tasks.add.enqueue(2, 2)
+    wait_for(lambda: statuses([after]) == {TaskResultStatus.SUCCESSFUL: 1})
+
+    assert_cancelled(sync)
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_cancel_says_when_nothing_was_running():
+    done = tasks.add.enqueue(1, 1)
+    assert cancel(done).strip() == "Cancelled 0 running job(s)."
