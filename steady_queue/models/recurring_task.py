@@ -4,6 +4,7 @@ from functools import cached_property
 
 from django.db import IntegrityError, models, transaction
 from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
 from ..exceptions import RecurringTaskError
 from ..pipeline.arguments import decode_arguments, serialize_arguments
@@ -62,18 +63,31 @@ class RecurringTaskQuerySet(QueueQuerySet):
     def schedule_dynamic(self, spec):
         """Add or change a dynamic task; refuse a key that a static task uses."""
         row = self.model.from_spec(spec, static=False)
+        fields = {name: getattr(row, name) for name in DECLARED_FIELDS}
         with transaction.atomic(using=self.db):
-            existing = self.select_for_update().filter(key=spec.key).first()
-            if existing is not None and existing.static:
-                raise RecurringTaskError(
-                    f"The key {spec.key!r} belongs to a static recurring task "
-                    "(declared with @recurring or in settings); pick another key."
-                )
-            task, _ = self.update_or_create(
-                key=spec.key,
-                defaults={name: getattr(row, name) for name in DECLARED_FIELDS},
+            # A write first, not a read: SQLite cannot turn a transaction that
+            # began by reading into a writing one while the scheduler writes
+            # ("database is locked" at once, with no busy wait); a write waits
+            # its turn. Elsewhere the UPDATE locks the row as well.
+            changed = self.filter(key=spec.key, static=False).update(
+                **fields, updated_at=timezone.now()
             )
-        return task
+            if not changed:
+                if self.filter(key=spec.key, static=True).exists():
+                    raise RecurringTaskError(
+                        f"The key {spec.key!r} belongs to a static recurring "
+                        "task (declared with @recurring or in settings); pick "
+                        "another key."
+                    )
+                try:
+                    # A savepoint: a concurrent call may insert the key first.
+                    with transaction.atomic(using=self.db):
+                        self.create(key=spec.key, **fields)
+                except IntegrityError:
+                    self.filter(key=spec.key, static=False).update(
+                        **fields, updated_at=timezone.now()
+                    )
+        return self.get(key=spec.key)
 
     def unschedule(self, key):
         """Delete a dynamic task; return whether one had that key."""
