@@ -45,7 +45,7 @@ VERBS = {
     ("discard", State.BLOCKED): (BlockedExecution, methodcaller("discard_all")),
     ("run_now", State.SCHEDULED): (ScheduledExecution, methodcaller("make_ready_now")),
     ("run_now", State.BLOCKED): (BlockedExecution, methodcaller("make_ready_now")),
-    # Who cancels is the request's user: see _verb.
+    # No fixed verb: _operate builds cancel_all(by) with the request's user.
     ("cancel", State.RUNNING): (ClaimedExecution, None),
 }
 DONE = {
