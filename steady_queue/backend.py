@@ -59,7 +59,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        request = self._request_for(task, args, kwargs, timezone.now())
+        request = _Requests(task, self.alias, timezone.now()).request_for(args, kwargs)
         with self._explaining_missing_tables():
             enqueued = Job.objects.using(self.database).enqueue(request)
         return self._enqueued(enqueued, task)
@@ -73,10 +73,8 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        now = timezone.now()
-        requests = [
-            self._request_for(task, args, kwargs, now) for args, kwargs in calls
-        ]
+        requests = _Requests(task, self.alias, timezone.now())
+        requests = [requests.request_for(args, kwargs) for args, kwargs in calls]
         with self._explaining_missing_tables():
             enqueued = Job.objects.using(self.database).enqueue_all(requests)
         return [self._enqueued(each, task) for each in enqueued]
@@ -124,31 +122,6 @@ class SteadyQueueBackend(BaseTaskBackend):
                 "worker would run it. Move it into an installed app."
             )
 
-    def _request_for(self, task, args, kwargs, now):
-        """The EnqueueRequest for one call: its job row and its task's settings."""
-        from .models import EnqueueRequest, Job
-
-        limit = limit_of(task)
-        job = Job(
-            queue_name=task.queue_name,
-            task_path=task.module_path,
-            arguments=serialize_arguments(task.module_path, args, kwargs),
-            priority=task.priority,
-            backend_name=self.alias,
-            scheduled_at=task.run_after,
-            enqueued_at=now,
-            concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
-        )
-        unique = unique_of(task)
-        return EnqueueRequest(
-            job,
-            limit=limit,
-            unique=unique,
-            unique_key=unique.key_for(task, args, kwargs, job.arguments)
-            if unique
-            else None,
-        )
-
     def _enqueued(self, enqueued, task):
         job = enqueued.job
         if enqueued.merged:
@@ -178,6 +151,42 @@ class SteadyQueueBackend(BaseTaskBackend):
             return Task(func=missing_task, **settings_of_the_job)
         # Task.get_result() compares functions, so reuse the imported one.
         return task.using(**settings_of_the_job)
+
+
+class _Requests:
+    """Makes the EnqueueRequests of one task's calls; the task's settings are
+    read once, not per call (enqueue_many makes thousands)."""
+
+    def __init__(self, task, alias, now):
+        self.task = task
+        self.alias = alias
+        self.now = now
+        self.limit = limit_of(task)
+        self.unique = unique_of(task)
+
+    def request_for(self, args, kwargs):
+        """The EnqueueRequest for one call: its job row and its task's settings."""
+        from .models import EnqueueRequest, Job
+
+        task, limit, unique = self.task, self.limit, self.unique
+        job = Job.unsaved(
+            queue_name=task.queue_name,
+            task_path=task.module_path,
+            arguments=serialize_arguments(task.module_path, args, kwargs),
+            priority=task.priority,
+            backend_name=self.alias,
+            scheduled_at=task.run_after,
+            enqueued_at=self.now,
+            concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
+        )
+        return EnqueueRequest(
+            job,
+            limit=limit,
+            unique=unique,
+            unique_key=unique.key_for(task, args, kwargs, job.arguments)
+            if unique
+            else None,
+        )
 
 
 def steady_queue_backend(alias, refusal):

@@ -76,6 +76,11 @@ class Dialect:
         )
         return f" ON CONFLICT ({', '.join(key_columns)}) DO UPDATE SET {additions}"
 
+    def preparing_cursor(self, connection):
+        """A Django cursor whose statements the server plans once per connection,
+        where that is worth doing; here a plain cursor."""
+        return connection.cursor()
+
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""
         return "SELECT CURRENT_TIMESTAMP"

@@ -109,24 +109,14 @@ class QueueQuerySet(models.QuerySet):
             self.dialect.announce_ready(cursor, READY_CHANNEL, queue_names)
 
     def run_prepared(self, sql, params):
-        """Run a hot-path statement as a prepared statement (PostgreSQL); return rows.
+        """Run a hot-path statement (prepared on PostgreSQL if allowed); return rows.
 
-        Django's psycopg cursors bind parameters client-side, so PostgreSQL plans
-        every call anew; for the CTE statements of the hot path, planning costs
-        more than executing. A server-side cursor with prepare=True plans once per
-        connection.
+        It goes through a Django cursor, so query capture (assertNumQueries,
+        CaptureQueriesContext, the debug toolbar) and execute wrappers see it.
         """
-        import psycopg
-
-        # Django's documented switch for PgBouncer in transaction mode turns
-        # prepared statements off; honour it here too.
-        options = self.connection.settings_dict.get("OPTIONS", {})
-        prepare = options.get("prepare_threshold", 0) is not None
-        self.connection.ensure_connection()
-        with self.connection.wrap_database_errors:
-            with psycopg.Cursor(self.connection.connection) as cursor:
-                cursor.execute(sql, params, prepare=prepare)
-                return cursor.fetchall() if cursor.description else []
+        with self.dialect.preparing_cursor(self.connection) as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
 
     def instances_from_rows(self, rows):
         """Build model instances from raw rows holding every concrete column."""

@@ -3,7 +3,9 @@
 from benchsettings import *  # noqa: F403
 from benchsettings import INSTALLED_APPS, env
 
-INSTALLED_APPS = [*INSTALLED_APPS, "steady_queue"]
+# djtasks is listed as an app because steady_queue runs (and enqueues) only
+# tasks defined in the project's installed apps.
+INSTALLED_APPS = [*INSTALLED_APPS, "steady_queue", "djtasks"]
 TASKS = {
     "default": {
         "BACKEND": "steady_queue.backend.SteadyQueueBackend",

@@ -45,6 +45,23 @@ class Job(models.Model):
         return f"Job {self.pk} ({self.task_path})"
 
     @classmethod
+    def unsaved(cls, **columns):
+        """A new, unsaved Job from column values; the rest take their defaults.
+
+        Built positionally: Model.__init__'s keyword path costs about three
+        times as much, and a bulk enqueue builds one Job per call.
+        """
+        values = [
+            columns.pop(field.attname)
+            if field.attname in columns
+            else field.get_default()
+            for field in cls._meta.concrete_fields
+        ]
+        if columns:
+            raise TypeError(f"Job has no columns {', '.join(sorted(columns))}")
+        return cls(*values)
+
+    @classmethod
     def select_columns(cls, alias):
         """Every column, qualified by a table alias, for hand-written SELECTs."""
         return ", ".join(

@@ -1,0 +1,92 @@
+"""Enqueue's statements: as few as the database allows, and all of them seen by
+Django's query capture (assertNumQueries, CaptureQueriesContext, the debug
+toolbar), which on PostgreSQL once missed the prepared hot-path statements."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from steady_queue import enqueue_many
+from steady_queue.dialects import dialect_for
+from steady_queue.models import Job, ReadyExecution
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+one_statement = pytest.mark.skipif(
+    not dialect_for(connection).runs_hot_paths_in_one_statement,
+    reason="enqueue is one statement only where the database has data-modifying CTEs",
+)
+
+
+def writes(captured, table):
+    def unquoted(sql):
+        return sql.replace('"', "").replace("`", "")
+
+    return [query for query in captured if f"INTO {table}" in unquoted(query["sql"])]
+
+
+def test_query_capture_sees_the_rows_an_enqueue_writes():
+    with CaptureQueriesContext(connection) as captured:
+        result = tasks.add.enqueue(1, 2)
+
+    assert writes(captured, "steady_queue_jobs"), captured.captured_queries
+    assert writes(captured, "steady_queue_ready_executions"), captured.captured_queries
+    assert ReadyExecution.objects.filter(job_id=result.id).exists()
+
+
+@one_statement
+def test_an_enqueue_is_one_statement_on_postgresql(django_assert_num_queries):
+    with django_assert_num_queries(1):
+        tasks.add.enqueue(1, 2)
+
+
+@one_statement
+def test_a_bulk_enqueue_is_one_statement_per_batch(django_assert_num_queries):
+    with django_assert_num_queries(1):
+        results = enqueue_many(tasks.add, [((n, n), {}) for n in range(50)])
+
+    assert Job.objects.filter(pk__in=[result.id for result in results]).count() == 50
+
+
+def test_execute_wrappers_see_the_enqueue():
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        tasks.add.enqueue(1, 2)
+
+    assert any("steady_queue_jobs" in sql for sql in seen), seen
+
+
+def prepared_statements():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%INSERT INTO steady_queue_jobs%"],
+        )
+        return cursor.fetchone()[0]
+
+
+@one_statement
+def test_the_enqueue_is_prepared_when_the_project_allows_prepared_statements():
+    connection.connection.prepare_threshold = 5  # OPTIONS["prepare_threshold"]
+    try:
+        tasks.add.enqueue(1, 2)
+        tasks.add.enqueue(3, 4)
+        assert prepared_statements() >= 1
+    finally:
+        connection.connection.prepare_threshold = None
+
+
+@one_statement
+def test_nothing_is_prepared_under_djangos_default_which_poolers_need():
+    before = prepared_statements()
+    tasks.add.enqueue(1, 2)
+    tasks.add.enqueue(3, 4)
+
+    assert prepared_statements() == before
