@@ -48,6 +48,18 @@ def rows_left(result: dict) -> str | None:
     return " ".join(left) or "0"
 
 
+# The mixed workload's queues, highest priority first (projects/_common/benchtasks.py).
+MIXED_QUEUES = ("critical", "default", "low")
+
+
+def pickup_p99_by_queue(result: dict) -> str | None:
+    """'critical / default / low' pickup p99 (ms) of the mixed steady stream."""
+    queues = dig(result, "mixed", "steady", "pickup_by_queue")
+    if not queues:
+        return None
+    return " / ".join(fmt(dig(queues, q, "p99_ms"), "ms") for q in MIXED_QUEUES)
+
+
 # (label, unit, direction, value getter, N getter for the cell annotation)
 Metric = tuple[
     str, str, str | None, Callable[[dict], object], Callable[[dict], int] | None
@@ -80,6 +92,55 @@ METRICS: list[Metric] = [
     ),
     ("pickup latency p50", "ms", LOW, lambda r: dig(r, "latency", "p50_ms"), None),
     ("pickup latency p99", "ms", LOW, lambda r: dig(r, "latency", "p99_ms"), None),
+    (
+        "mixed: ideal",
+        "jobs/s",
+        None,
+        lambda r: dig(r, "mixed", "ideal_jobs_per_s"),
+        None,
+    ),
+    (
+        "mixed: throughput",
+        "jobs/s",
+        HIGH,
+        lambda r: dig(r, "mixed", "burst", "jobs_per_s"),
+        lambda r: dig(r, "mixed", "burst", "n"),
+    ),
+    (
+        "mixed: % of ideal",
+        "",
+        HIGH,
+        lambda r: dig(r, "mixed", "burst", "pct_of_ideal"),
+        None,
+    ),
+    (
+        "mixed: offered load",
+        "jobs/s",
+        None,
+        lambda r: dig(r, "mixed", "steady", "offered_jobs_per_s"),
+        lambda r: dig(r, "mixed", "steady", "n"),
+    ),
+    (
+        "mixed: pickup p50",
+        "ms",
+        LOW,
+        lambda r: dig(r, "mixed", "steady", "pickup", "p50_ms"),
+        None,
+    ),
+    (
+        "mixed: pickup p99",
+        "ms",
+        LOW,
+        lambda r: dig(r, "mixed", "steady", "pickup", "p99_ms"),
+        None,
+    ),
+    (
+        "mixed: pickup p99 crit/def/low",
+        "ms",
+        None,
+        pickup_p99_by_queue,
+        None,
+    ),
     (
         "peak RSS per process",
         "MiB",
@@ -240,11 +301,21 @@ def notes(data: dict) -> list[str]:
         "Pickup latency = task start - return of the enqueue call (idle workers,"
         f" {dig(data, 'sizes', 'latency_n')} jobs"
         f" {dig(data, 'sizes', 'latency_gap')} s apart).",
+        "mixed = 10 ms sleep jobs on 3 queues (critical/default/low = 2/5/3 in"
+        " 10, priorities 10/0/-10), workers on all queues. ideal = threads x"
+        " processes / 10 ms. throughput = a backlog of ideal x"
+        f" {dig(data, 'sizes', 'mixed_burst_seconds')} s of jobs committed in one"
+        " transaction, jobs / (last finish - commit). Then a producer enqueues one"
+        f" job at a time for {dig(data, 'sizes', 'mixed_steady_seconds')} s at"
+        f" {dig(data, 'sizes', 'mixed_load')} x min(ideal, throughput) (offered"
+        " load = what it achieved); pickup = task start - return of its enqueue"
+        " call.",
         "Memory rows come from the largest drain; PSS splits pages shared by forked"
         " processes, so it is the fairer tree total.",
         "raw SQL column: single enqueue ← insert, 1 conn x 1 job/txn; bulk ← insert,"
         " 1 conn x 100 jobs/txn; drain ← claim + finish, 4 conn x 10 jobs/txn.",
     ]
+    lines += mixed_caveats(data)
     for skip in data.get("skipped", []):
         lines.append(f"Skipped {skip['what']}: {skip['reason']}")
     for column in data["columns"]:
@@ -261,6 +332,26 @@ def notes(data: dict) -> list[str]:
                 f"raw SQL on {db_key}: {deadlocks} claim transactions deadlocked"
                 " and were retried."
             )
+    return lines
+
+
+def mixed_caveats(data: dict) -> list[str]:
+    """Each system's concurrency behind its mixed ideal, and any missing priorities."""
+    lines, seen = [], set()
+    for column in data["columns"]:
+        for result in column["results"].values():
+            mixed = result.get("mixed")
+            if not mixed or column["label"] in seen:
+                continue
+            seen.add(column["label"])
+            threads, processes = mixed["threads"], mixed["processes"]
+            text = (
+                f"mixed, {column['label']}: {threads} per process x {processes}"
+                f" processes = {threads * processes} jobs at once"
+            )
+            if not mixed["priorities"]:
+                text += "; no task priorities, so jobs carry their queue only"
+            lines.append(text + ".")
     return lines
 
 

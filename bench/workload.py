@@ -33,10 +33,29 @@ class Sizes:
     drain_peers: tuple[int, ...]
     ceiling_n: int
     ceiling_repeats: int
+    # mixed: each job sleeps job_seconds; the burst is burst_seconds of work at
+    # the ideal rate; the steady stream lasts steady_seconds at `load` x capacity.
+    mixed_job_seconds: float = 0.010
+    mixed_burst_seconds: float = 3.0
+    mixed_steady_seconds: float = 20.0
+    mixed_load: float = 0.8
 
 
 FULL = Sizes(1_000, 3, 10_000, 3, 500, 0.02, (10_000, 100_000), (5_000,), 3_000, 3)
-QUICK = Sizes(200, 1, 2_000, 1, 100, 0.02, (2_000,), (500,), 500, 1)
+QUICK = Sizes(
+    200,
+    1,
+    2_000,
+    1,
+    100,
+    0.02,
+    (2_000,),
+    (500,),
+    500,
+    1,
+    mixed_burst_seconds=1.0,
+    mixed_steady_seconds=3.0,
+)
 
 
 class Target:
@@ -184,6 +203,100 @@ def phase_drain(target: Target, n: int) -> dict:
     }
 
 
+def by_queue(queues: list[str], seconds: list[float]) -> dict:
+    """ms_summary of the durations of each queue's jobs."""
+    grouped: dict[str, list[float]] = {}
+    for queue, value in zip(queues, seconds, strict=True):
+        grouped.setdefault(queue, []).append(value)
+    return {queue: ms_summary(values) for queue, values in grouped.items()}
+
+
+def mixed_burst(target: Target, sizes: Sizes, ideal: float, workers) -> dict:
+    """A backlog committed at once: completed jobs/s from commit to last finish."""
+    n = max(1, round(ideal * sizes.mixed_burst_seconds))
+    result = target.driver(
+        "mixed_burst",
+        n=n,
+        seconds=sizes.mixed_job_seconds,
+        file=target.latency_file,
+        # n is sized on the ideal; the slowest peer runs ~40 jobs/s (steady-queue
+        # 0.3.0 on MariaDB), below MIN_RATE. A hang still ends at the stall limit.
+        timeout=SLACK_SECONDS + 4 * n / MIN_RATE,
+        stall=60,
+        watch=workers,
+    )
+    seconds = max(result["ended"]) - result["committed"]
+    waits = [start - result["committed"] for start in result["started"]]
+    return {
+        "n": n,
+        "enqueue_seconds": result["enqueue_seconds"],
+        "seconds": seconds,
+        "jobs_per_s": n / seconds,
+        "pct_of_ideal": 100 * n / seconds / ideal,
+        # Time from commit to start, per queue: shows whether priority is honoured.
+        "wait_by_queue": by_queue(result["queues"], waits),
+    }
+
+
+def mixed_steady(target: Target, sizes: Sizes, rate: float, workers) -> dict:
+    """A producer enqueueing one job at a time at `rate`/s: pickup under load."""
+    n = max(1, round(rate * sizes.mixed_steady_seconds))
+    result = target.driver(
+        "mixed_steady",
+        n=n,
+        rate=rate,
+        seconds=sizes.mixed_job_seconds,
+        file=target.latency_file,
+        timeout=SLACK_SECONDS + sizes.mixed_steady_seconds + n / MIN_RATE,
+        stall=60,
+        watch=workers,
+    )
+    pickups = [
+        start - returned
+        for start, returned in zip(result["started"], result["returned"], strict=True)
+    ]
+    began = result["began"]
+    return {
+        "n": n,
+        "target_jobs_per_s": rate,
+        # What the producer managed (it falls behind when enqueue calls are slow).
+        "offered_jobs_per_s": n / (result["returned"][-1] - began),
+        "completed_jobs_per_s": n / (max(result["ended"]) - began),
+        "pickup": ms_summary(pickups),
+        "pickup_by_queue": by_queue(result["queues"], pickups),
+    }
+
+
+def phase_mixed(target: Target, sizes: Sizes) -> dict:
+    """10 ms sleep jobs over 3 prioritised queues, workers listening to all.
+
+    First a backlog burst: max jobs/s against the ideal, threads x processes /
+    job time. Then a steady stream at `mixed_load` x min(ideal, burst jobs/s),
+    so the queue stays bounded even for a system far below its ideal: pickup
+    latency (start - return of the enqueue call) p50/p99 under load.
+    """
+    system = target.system
+    ideal = system.concurrency / sizes.mixed_job_seconds
+    target.driver("flush", timeout=SLACK_SECONDS)
+    workers = target.start_workers("mixed")
+    try:
+        target.driver("warmup", n=20, timeout=SLACK_SECONDS, watch=workers)
+        burst = mixed_burst(target, sizes, ideal, workers)
+        rate = sizes.mixed_load * min(ideal, burst["jobs_per_s"])
+        steady = mixed_steady(target, sizes, rate, workers)
+    finally:
+        stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
+    return {
+        "threads": system.threads,
+        "processes": system.processes,
+        "priorities": system.has_priority,
+        "ideal_jobs_per_s": ideal,
+        "burst": burst,
+        "steady": steady,
+        "stop": stopped,
+    }
+
+
 def run_target(target: Target, sizes: Sizes, drain_sizes: tuple[int, ...]) -> dict:
     """Run every phase; a failing phase is recorded and the next one still runs."""
     result: dict = {"errors": {}}
@@ -207,6 +320,7 @@ def run_target(target: Target, sizes: Sizes, drain_sizes: tuple[int, ...]) -> di
     if target.system.has_bulk:
         attempt("bulk", phase_bulk, target, sizes)
     attempt("latency", phase_latency, target, sizes)
+    attempt("mixed", phase_mixed, target, sizes)
     for n in drain_sizes:
         attempt(f"drain_{n}", phase_drain, target, n)
     result["drain"] = [

@@ -29,6 +29,14 @@ class System:
     requirements: tuple[str, ...] = ()
     editable: str | None = None  # a local path to `pip install -e`
     has_bulk = False
+    has_priority = True  # orders ready jobs by django.tasks-style priority
+    processes = 2  # the worker-process budget every system gets
+    threads = 1  # tasks one worker process runs at once
+
+    @property
+    def concurrency(self) -> int:
+        """Tasks the worker budget runs at once: threads x processes."""
+        return self.threads * self.processes
 
     @property
     def project(self) -> Path:

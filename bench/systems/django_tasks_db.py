@@ -12,6 +12,7 @@ class DjangoTasksDb(System):
     key = "django_tasks_db"
     title = "django-tasks-db 0.13.0"
     requirements = (DJANGO, "django-tasks-db==0.13.0", "psycopg[binary]>=3.1")
+    processes = WORKERS  # one task at a time each
 
     def variants(self) -> list[Variant]:
         # db_worker calls close_old_connections() around every poll, so

@@ -16,6 +16,7 @@ class SteadyQueue(System):
     requirements = (DJANGO,)
     editable = f"{REPO}[postgres,pymysql]"
     has_bulk = True  # steady_queue.enqueue_many
+    threads = int(THREADS)
 
     def unavailable(self) -> str | None:
         needed = [
@@ -35,7 +36,10 @@ class SteadyQueue(System):
                 " 500], preserve_finished_jobs=True; other options default"
                 " (listen_notify True: LISTEN/NOTIFY wake-up on PostgreSQL);"
                 " bulk = enqueue_many",
-                {"BENCH_WORKER_THREADS": THREADS, "BENCH_WORKER_PROCESSES": "2"},
+                {
+                    "BENCH_WORKER_THREADS": THREADS,
+                    "BENCH_WORKER_PROCESSES": str(self.processes),
+                },
             )
         ]
 

@@ -12,6 +12,8 @@ class SteadyQueuePypi(System):
     key = "steady_queue_pypi"
     title = "steady-queue 0.3.0 (PyPI)"
     requirements = (DJANGO, "steady-queue==0.3.0", "psycopg[binary]>=3.1")
+    has_priority = False  # its backend does not declare supports_priority
+    threads = int(THREADS)
 
     def variants(self) -> list[Variant]:
         return [
@@ -21,7 +23,10 @@ class SteadyQueuePypi(System):
                 f"STEADY_QUEUE: 1 worker config with processes=2, threads={THREADS}"
                 " (default 3), polling_interval=0.1 s (default), queues=['*'];"
                 " 1 dispatcher (polling 1 s, batch 500; defaults); no scheduler",
-                {"BENCH_WORKER_THREADS": THREADS, "BENCH_WORKER_PROCESSES": "2"},
+                {
+                    "BENCH_WORKER_THREADS": THREADS,
+                    "BENCH_WORKER_PROCESSES": str(self.processes),
+                },
             )
         ]
 

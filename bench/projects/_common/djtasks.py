@@ -1,4 +1,4 @@
-"""The two benchmark tasks as django.tasks Tasks, for every django.tasks backend."""
+"""The three benchmark tasks as django.tasks Tasks, for every django.tasks backend."""
 
 import benchtasks
 from django.tasks import task
@@ -12,3 +12,8 @@ def noop() -> None:
 @task
 def record_start(marker: int) -> None:
     benchtasks.record_start(marker)
+
+
+@task
+def sleep_io(marker: int, seconds: float) -> None:
+    benchtasks.sleep_io(marker, seconds)

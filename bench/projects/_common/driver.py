@@ -2,8 +2,8 @@
 
 Run with the project directory as cwd. Prints one line 'BENCH_RESULT <json>'.
 Each project provides a bench_api module with TABLE_PREFIXES, enqueue_noop(),
-enqueue_latency(marker), enqueue_bulk(n) or None, prefill(n), finished() and
-failed().
+enqueue_latency(marker), enqueue_sleep(marker, seconds, queue, priority),
+enqueue_bulk(n) or None, prefill(n), finished() and failed().
 """
 
 import argparse
@@ -22,9 +22,17 @@ import django  # noqa: E402
 django.setup()
 
 import bench_api  # noqa: E402
+from benchtasks import MIXED_QUEUES  # noqa: E402
 from django.core.management.color import no_style  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from measure import poll  # noqa: E402
+
+# Queue of the mixed workload's job i (i modulo 10): 2 in 10 critical, 5 default,
+# 3 low, interleaved.
+MIXED_PATTERN = (
+    *("default", "critical", "low", "default", "low"),
+    *("critical", "default", "low", "default", "default"),
+)
 
 
 def system_tables() -> list[str]:
@@ -61,13 +69,19 @@ def analyze() -> None:
                 cursor.fetchall()
 
 
+def raise_if_failed() -> None:
+    """Fail at once when a job failed, instead of waiting for a count never reached."""
+    if failures := bench_api.failed():
+        raise RuntimeError(f"{failures} jobs failed: see the worker log")
+
+
 def wait_finished(expected: int, timeout: float, stall: float) -> dict:
     """Poll until `expected` jobs have finished; return count and first/last epoch."""
 
     def check():
         count, first, last = bench_api.finished()
-        if count < expected and (failures := bench_api.failed()):
-            raise RuntimeError(f"{failures} jobs failed: see the worker log")
+        if count < expected:
+            raise_if_failed()
         return count >= expected, (count, first, last), count
 
     count, first, last = poll(
@@ -125,34 +139,101 @@ def cmd_warmup(args) -> dict:
     return wait_finished(before + args.n, args.timeout, args.timeout)
 
 
-def cmd_latency(args) -> dict:
-    """Enqueue n start-recording jobs `gap` apart; wait for all their start times."""
-    path = Path(args.file)
-    path.write_text("")
-    called, returned = {}, {}
-    start = time.time()
-    for i in range(args.n):
-        # A fixed schedule keeps the gap even when an enqueue call is slow.
-        time.sleep(max(0.0, start + i * args.gap - time.time()))
-        called[i] = time.time()
-        bench_api.enqueue_latency(i)
-        returned[i] = time.time()
+def read_marks(path: Path) -> dict[int, list[float]]:
+    """The times each job appended to path ('<marker> <epoch> ...'), by marker."""
+    marks = {}
+    # The last piece is '' or a line still being written: skip it.
+    for line in path.read_text().split("\n")[:-1]:
+        marker, *times = line.split()
+        marks[int(marker)] = [float(t) for t in times]
+    return marks
+
+
+def wait_marks(path: Path, n: int, timeout: float, stall: float, what: str) -> dict:
+    """Poll until jobs 0..n-1 have all written their line to path; return the marks."""
 
     def check():
-        started = {}
-        for line in path.read_text().splitlines():
-            marker, _, at = line.partition(" ")
-            if at:
-                started[int(marker)] = float(at)
-        return len(started) >= args.n, started, len(started)
+        marks = read_marks(path)
+        if len(marks) < n:
+            raise_if_failed()
+        return len(marks) >= n, marks, len(marks)
 
-    started = poll(
-        check, timeout=args.timeout, interval=0.1, what="latency jobs", stall=30
-    )
+    return poll(check, timeout=timeout, interval=0.1, what=what, stall=stall)
+
+
+def enqueue_paced(n: int, gap: float, enqueue) -> tuple[list[float], list[float]]:
+    """Call enqueue(i) for i < n, `gap` seconds apart; epochs of each call and return.
+
+    A fixed schedule keeps the pace even when one call is slow; a producer that
+    falls behind calls again at once (the caller sees it in the return times).
+    """
+    called, returned = [], []
+    start = time.time()
+    for i in range(n):
+        time.sleep(max(0.0, start + i * gap - time.time()))
+        called.append(time.time())
+        enqueue(i)
+        returned.append(time.time())
+    return called, returned
+
+
+def reset_file(name: str) -> Path:
+    """Empty the file the tasks append to, and return its path."""
+    path = Path(name)
+    path.write_text("")
+    return path
+
+
+def cmd_latency(args) -> dict:
+    """Enqueue n start-recording jobs `gap` apart; wait for all their start times."""
+    path = reset_file(args.file)
+    called, returned = enqueue_paced(args.n, args.gap, bench_api.enqueue_latency)
+    marks = wait_marks(path, args.n, args.timeout, 30, "latency jobs")
+    started = [marks[i][0] for i in range(args.n)]
     return {
-        "from_return_seconds": [started[i] - returned[i] for i in range(args.n)],
-        "from_call_seconds": [started[i] - called[i] for i in range(args.n)],
+        "from_return_seconds": [s - r for s, r in zip(started, returned, strict=True)],
+        "from_call_seconds": [s - c for s, c in zip(started, called, strict=True)],
     }
+
+
+def enqueue_mixed(i: int, seconds: float) -> None:
+    """Enqueue mixed job i: a `seconds` sleep on its queue, at that queue's priority."""
+    queue = MIXED_PATTERN[i % len(MIXED_PATTERN)]
+    bench_api.enqueue_sleep(i, seconds, queue, MIXED_QUEUES[queue])
+
+
+def mixed_jobs(path: Path, n: int, args) -> dict:
+    """Wait for mixed jobs 0..n-1; return each one's queue, start and end epoch."""
+    marks = wait_marks(path, n, args.timeout, args.stall, "mixed jobs")
+    return {
+        "queues": [MIXED_PATTERN[i % len(MIXED_PATTERN)] for i in range(n)],
+        "started": [marks[i][0] for i in range(n)],
+        "ended": [marks[i][1] for i in range(n)],
+    }
+
+
+def cmd_mixed_burst(args) -> dict:
+    """Commit n mixed jobs in one transaction (a backlog that appears at once)."""
+    path = reset_file(args.file)
+    began = time.time()
+    with transaction.atomic():
+        for i in range(args.n):
+            enqueue_mixed(i, args.seconds)
+    committed = time.time()
+    return {
+        "enqueue_seconds": committed - began,
+        "committed": committed,
+        **mixed_jobs(path, args.n, args),
+    }
+
+
+def cmd_mixed_steady(args) -> dict:
+    """Enqueue n mixed jobs one at a time at `rate` per second, as a producer would."""
+    path = reset_file(args.file)
+    called, returned = enqueue_paced(
+        args.n, 1 / args.rate, lambda i: enqueue_mixed(i, args.seconds)
+    )
+    return {"began": called[0], "returned": returned, **mixed_jobs(path, args.n, args)}
 
 
 def cmd_wait(args) -> dict:
@@ -186,6 +267,8 @@ def main() -> None:
         ("prefill", cmd_prefill),
         ("warmup", cmd_warmup),
         ("latency", cmd_latency),
+        ("mixed_burst", cmd_mixed_burst),
+        ("mixed_steady", cmd_mixed_steady),
         ("wait", cmd_wait),
         ("counts", cmd_counts),
         ("flush", cmd_flush),
@@ -195,6 +278,8 @@ def main() -> None:
         p.add_argument("--n", type=int, default=0)
         p.add_argument("--repeats", type=int, default=1)
         p.add_argument("--gap", type=float, default=0.02)
+        p.add_argument("--rate", type=float, default=100)
+        p.add_argument("--seconds", type=float, default=0.01)
         p.add_argument("--file", default="")
         p.add_argument("--timeout", type=float, default=120)
         p.add_argument("--stall", type=float, default=60)

@@ -2,7 +2,7 @@
 
 from benchapi import finished_stats, prefill_in_transactions
 from django_tasks_db.models import DBTaskResult
-from tasks import noop, record_start
+from tasks import noop, record_start, sleep_io
 
 TABLE_PREFIXES = ("django_tasks_database_",)
 enqueue_bulk = None
@@ -14,6 +14,10 @@ def enqueue_noop() -> None:
 
 def enqueue_latency(marker: int) -> None:
     record_start.enqueue(marker)
+
+
+def enqueue_sleep(marker: int, seconds: float, queue: str, priority: int) -> None:
+    sleep_io.using(queue_name=queue, priority=priority).enqueue(marker, seconds)
 
 
 def prefill(n: int) -> None:

@@ -2,7 +2,7 @@
 
 from benchapi import finished_stats, prefill_in_chunks
 from procrastinate.contrib.django.models import ProcrastinateEvent
-from tasks import noop, record_start
+from tasks import noop, record_start, sleep_io
 
 TABLE_PREFIXES = ("procrastinate_",)
 
@@ -13,6 +13,12 @@ def enqueue_noop() -> None:
 
 def enqueue_latency(marker: int) -> None:
     record_start.defer(marker=marker)
+
+
+def enqueue_sleep(marker: int, seconds: float, queue: str, priority: int) -> None:
+    sleep_io.configure(queue=queue, priority=priority).defer(
+        marker=marker, seconds=seconds
+    )
 
 
 def enqueue_bulk(n: int) -> None:

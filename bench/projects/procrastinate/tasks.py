@@ -12,3 +12,8 @@ def noop() -> None:
 @app.task(name="record_start")
 def record_start(marker: int) -> None:
     benchtasks.record_start(marker)
+
+
+@app.task(name="sleep_io")
+def sleep_io(marker: int, seconds: float) -> None:
+    benchtasks.sleep_io(marker, seconds)

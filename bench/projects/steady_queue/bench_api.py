@@ -2,7 +2,7 @@
 
 from benchapi import count_rows, finished_stats, prefill_in_chunks
 from django.apps import apps
-from tasks import noop, record_start
+from tasks import noop, record_start, sleep_io
 
 from steady_queue import enqueue_many
 
@@ -16,6 +16,10 @@ def enqueue_noop() -> None:
 
 def enqueue_latency(marker: int) -> None:
     record_start.enqueue(marker)
+
+
+def enqueue_sleep(marker: int, seconds: float, queue: str, priority: int) -> None:
+    sleep_io.using(queue_name=queue, priority=priority).enqueue(marker, seconds)
 
 
 def enqueue_bulk(n: int) -> None:

@@ -1,7 +1,7 @@
 """steady-queue 0.3.0 (PyPI) operations for the benchmark driver (no bulk API)."""
 
 from benchapi import count_rows, finished_stats, prefill_in_transactions
-from tasks import noop, record_start
+from tasks import noop, record_start, sleep_io
 
 from steady_queue.models import Job
 
@@ -15,6 +15,11 @@ def enqueue_noop() -> None:
 
 def enqueue_latency(marker: int) -> None:
     record_start.enqueue(marker)
+
+
+def enqueue_sleep(marker: int, seconds: float, queue: str, priority: int) -> None:
+    # 0.3.0 has no task priorities (supports_priority False): the queue only.
+    sleep_io.using(queue_name=queue).enqueue(marker, seconds)
 
 
 def prefill(n: int) -> None:

@@ -4,13 +4,14 @@ from datetime import timedelta
 
 from benchsettings import *  # noqa: F403
 from benchsettings import INSTALLED_APPS, env
+from benchtasks import MIXED_QUEUES
 from steady_queue.configuration import Configuration
 
 INSTALLED_APPS = [*INSTALLED_APPS, "steady_queue"]
 TASKS = {
     "default": {
         "BACKEND": "steady_queue.backend.SteadyQueueBackend",
-        "QUEUES": ["default"],
+        "QUEUES": list(MIXED_QUEUES),  # "default" and the mixed workload's others
     }
 }
 STEADY_QUEUE = Configuration.Options(
