@@ -73,8 +73,10 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        requests = _Requests(task, self.alias, timezone.now())
-        requests = [requests.request_for(args, kwargs) for args, kwargs in calls]
+        calls_of_the_task = _Requests(task, self.alias, timezone.now())
+        requests = [
+            calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
+        ]
         with self._explaining_missing_tables():
             enqueued = Job.objects.using(self.database).enqueue_all(requests)
         return [self._enqueued(each, task) for each in enqueued]

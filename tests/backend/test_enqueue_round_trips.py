@@ -74,13 +74,15 @@ def prepared_statements():
 
 @one_statement
 def test_the_enqueue_is_prepared_when_the_project_allows_prepared_statements():
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
     connection.connection.prepare_threshold = 5  # OPTIONS["prepare_threshold"]
     try:
         tasks.add.enqueue(1, 2)
         tasks.add.enqueue(3, 4)
         assert prepared_statements() >= 1
     finally:
-        connection.connection.prepare_threshold = None
+        connection.connection.prepare_threshold = threshold
 
 
 @one_statement

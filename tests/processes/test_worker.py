@@ -1,8 +1,8 @@
 """Worker, in-process: poll() claims, runs, records, times out and recycles.
 
 Most tests hand the worker a HeldPool (conftest.py), which runs nothing until
-the test says so: what is claimed, running or finished at each poll is then the test's
-choice, and no thread or fork is involved. One test runs a real Pool.
+the test says so: what is claimed, running or finished at each poll is then
+the test's choice, and no thread or fork is involved. One test runs a real Pool.
 """
 
 import copy
