@@ -4,6 +4,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import targets
+
 HIGH, LOW = "higher is better", "lower is better"
 # Which raw-SQL ceiling measurement each throughput row is compared with:
 # (metric, connections, jobs per transaction, phase).
@@ -178,6 +180,15 @@ METRICS: list[Metric] = [
     ),
     ("rows left after drain", "", None, rows_left, None),
 ]
+
+
+def metric_value(column: dict, db_key: str, label: str):
+    """One column's figure for the metric labelled ``label`` on one database."""
+    result = dig(column, "results", db_key)
+    if result is None:
+        return None
+    get = next(m[3] for m in METRICS if m[0] == label)
+    return get(result)
 
 
 def fmt(value, unit: str = "") -> str:
@@ -374,6 +385,7 @@ def machine_lines(data: dict) -> list[str]:
 def write(data: dict, results_dir: Path) -> str:
     """Write latest.json and latest.md; return the terminal rendering."""
     header, rows = build_table(data)
+    goals = targets.rows(data, metric_value, fmt)
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "latest.json").write_text(
         json.dumps(data, indent=1, default=str) + "\n"
@@ -383,6 +395,12 @@ def write(data: dict, results_dir: Path) -> str:
         "# steady_queue benchmark",
         "",
         *machine_lines(data),
+        "",
+        "## Targets",
+        "",
+        markdown_table(targets.HEADER, goals),
+        "",
+        "## All figures",
         "",
         markdown_table(header, rows),
         "",
@@ -397,5 +415,14 @@ def write(data: dict, results_dir: Path) -> str:
     ]
     (results_dir / "latest.md").write_text("\n".join(md))
     return "\n".join(
-        [*machine_lines(data), "", text_table(header, rows), "", *notes(data)]
+        [
+            *machine_lines(data),
+            "",
+            text_table(header, rows),
+            "",
+            "Targets (issue #15):",
+            text_table(targets.HEADER, goals),
+            "",
+            *notes(data),
+        ]
     )

@@ -128,7 +128,7 @@ def main() -> None:
             if system.key not in installed:
                 continue
             for db in databases:
-                if db.key not in system.databases:
+                if db.key not in (variant.databases or system.databases):
                     continue
                 print(f"{variant.label} on {db.title}", flush=True)
                 target = Target(

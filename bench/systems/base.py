@@ -17,6 +17,8 @@ class Variant:
     label: str
     settings: str  # what a reader needs to know to reproduce it
     env: dict[str, str] = field(default_factory=dict)
+    # Only these databases (keys of databases.DATABASES); None: the system's.
+    databases: tuple[str, ...] | None = None
 
 
 class System:

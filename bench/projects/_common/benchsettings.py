@@ -12,6 +12,12 @@ def env(name: str, default: str | None = None) -> str:
     return value
 
 
+def prepare_threshold() -> int | None:
+    """OPTIONS["prepare_threshold"] for PostgreSQL: unset (None) unless asked."""
+    value = os.environ.get("BENCH_PG_PREPARE_THRESHOLD")
+    return int(value) if value else None
+
+
 def database() -> dict:
     """Build DATABASES['default'] for the server the harness selected."""
     vendor = env("BENCH_DB_VENDOR")
@@ -26,6 +32,8 @@ def database() -> dict:
             "HOST": env("BENCH_PG_HOST", "127.0.0.1"),
             "PORT": env("BENCH_PG_PORT", "5432"),
             "CONN_MAX_AGE": conn_max_age,
+            # Django's default (None) turns psycopg's prepared statements off.
+            "OPTIONS": {"prepare_threshold": prepare_threshold()},
         }
     if vendor == "mysql":
         if env("BENCH_MYSQL_DRIVER", "mysqlclient") == "pymysql":

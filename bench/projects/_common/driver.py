@@ -3,7 +3,8 @@
 Run with the project directory as cwd. Prints one line 'BENCH_RESULT <json>'.
 Each project provides a bench_api module with TABLE_PREFIXES, enqueue_noop(),
 enqueue_latency(marker), enqueue_sleep(marker, seconds, queue, priority),
-enqueue_bulk(n) or None, prefill(n), finished() and failed().
+enqueue_bulk(n) or None, prefill(n), finished() and failed(); steady_queue's
+also fill_history(finished, ready) and flush_measured() for the scale run.
 """
 
 import argparse
@@ -45,7 +46,14 @@ def system_tables() -> list[str]:
 
 
 def flush() -> None:
-    """Empty the system's tables (workers must be stopped: process rows go too)."""
+    """Empty the system's tables (workers must be stopped: process rows go too).
+
+    A project that keeps rows across phases (steady_queue's scale run keeps its
+    history) deletes only the measured ones, with its own flush_measured().
+    """
+    if getattr(bench_api, "flush_measured", None):
+        bench_api.flush_measured()
+        return
     sql = connection.ops.sql_flush(
         no_style(), system_tables(), reset_sequences=True, allow_cascade=True
     )
@@ -251,6 +259,16 @@ def cmd_counts(args) -> dict:
     return {"tables": counts, "prefixes": list(bench_api.TABLE_PREFIXES)}
 
 
+def cmd_history(args) -> dict:
+    """Fill the tables with n finished jobs and `ready` waiting ones (scale run)."""
+    flush()
+    start = time.perf_counter()
+    last_id = bench_api.fill_history(args.n, args.ready)
+    seconds = time.perf_counter() - start
+    analyze()
+    return {"seconds": seconds, "last_id": last_id}
+
+
 def cmd_flush(args) -> dict:
     """Empty the system's tables."""
     flush()
@@ -272,11 +290,13 @@ def main() -> None:
         ("wait", cmd_wait),
         ("counts", cmd_counts),
         ("flush", cmd_flush),
+        ("history", cmd_history),
     ]:
         p = sub.add_parser(name)
         p.set_defaults(func=func)
         p.add_argument("--n", type=int, default=0)
         p.add_argument("--repeats", type=int, default=1)
+        p.add_argument("--ready", type=int, default=0)
         p.add_argument("--gap", type=float, default=0.02)
         p.add_argument("--rate", type=float, default=100)
         p.add_argument("--seconds", type=float, default=0.01)

@@ -13,7 +13,9 @@ TASKS = {
         "OPTIONS": {
             "workers": [
                 {
-                    "queues": ["*"],
+                    # The scale run serves "default" alone: its backlog of
+                    # ready jobs waits in another queue (bench/scale.py).
+                    "queues": env("BENCH_WORKER_QUEUES", "*").split(","),
                     "threads": int(env("BENCH_WORKER_THREADS", "8")),
                     "processes": int(env("BENCH_WORKER_PROCESSES", "2")),
                     "polling_interval": float(env("BENCH_POLLING_INTERVAL", "0.1")),
