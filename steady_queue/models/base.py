@@ -118,6 +118,35 @@ class QueueQuerySet(models.QuerySet):
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
+    def insert_one(self, instance):
+        """Write a new model instance with a hand-written INSERT; mark it saved.
+
+        For the enqueue path where it is not one statement (SQLite, MySQL): the
+        ORM's insert compiler cost more than the insert (two of them were 60 %
+        of an enqueue on SQLite). The statement is built once per model and
+        database family; each value is prepared by its field, as save() does.
+        """
+        meta = self.model._meta
+        connection = self.connection
+        key = (meta.label, connection.vendor)
+        if key not in _INSERT_STATEMENTS:
+            _INSERT_STATEMENTS[key] = _insert_statement(meta, connection)
+        sql, fields, returns_key = _INSERT_STATEMENTS[key]
+        params = [
+            field.get_db_prep_save(field.pre_save(instance, True), connection)
+            for field in fields
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            if returns_key:
+                instance.pk = cursor.fetchone()[0]
+            elif meta.auto_field is not None:
+                instance.pk = connection.ops.last_insert_id(
+                    cursor, meta.db_table, meta.pk.column
+                )
+        mark_saved(instance, instance.pk, self.db)
+        return instance
+
     def instances_from_rows(self, rows):
         """Build model instances from raw rows holding every concrete column."""
         fields = [field.name for field in self.model._meta.concrete_fields]
@@ -151,3 +180,34 @@ class QueueQuerySet(models.QuerySet):
 
 
 QueueManager = models.Manager.from_queryset(QueueQuerySet)
+
+# {(model label, database vendor): _insert_statement(...)}
+_INSERT_STATEMENTS = {}
+
+
+def _insert_statement(meta, connection):
+    """INSERT INTO the model's table, every concrete column but an auto key.
+
+    Returns (sql, fields, returns_key): where the database can, the statement
+    returns the new auto key; elsewhere the driver's lastrowid has it. A key
+    among the values (an execution's job id) needs neither.
+    """
+    quote = connection.ops.quote_name
+    fields = [field for field in meta.concrete_fields if field is not meta.auto_field]
+    columns = ", ".join(quote(field.column) for field in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"
+    returns_key = (
+        meta.auto_field is not None
+        and connection.features.can_return_columns_from_insert
+    )
+    if returns_key:
+        sql += f" RETURNING {quote(meta.pk.column)}"
+    return sql, fields, returns_key
+
+
+def mark_saved(instance, pk, db):
+    """Mark an instance written by hand-written SQL as saved under ``pk``."""
+    instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = db

@@ -35,11 +35,13 @@ ORDER BY job.priority DESC, job.id
 class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
         """Make a saved job ready to run."""
-        return self.create(
-            job=job,
-            queue_name=job.queue_name,
-            priority=job.priority,
-            created_at=job.enqueued_at,
+        return self.insert_one(
+            self.model(
+                job=job,
+                queue_name=job.queue_name,
+                priority=job.priority,
+                created_at=job.enqueued_at,
+            )
         )
 
     def create_all_for(self, jobs, now=None):

@@ -9,12 +9,14 @@ from .execution import Execution, ExecutionQuerySet
 class ScheduledExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
         """Hold a saved job until its scheduled time."""
-        return self.create(
-            job=job,
-            queue_name=job.queue_name,
-            priority=job.priority,
-            scheduled_at=job.scheduled_at,
-            created_at=job.enqueued_at,
+        return self.insert_one(
+            self.model(
+                job=job,
+                queue_name=job.queue_name,
+                priority=job.priority,
+                scheduled_at=job.scheduled_at,
+                created_at=job.enqueued_at,
+            )
         )
 
     def create_all_for(self, jobs, now=None):

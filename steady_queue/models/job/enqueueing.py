@@ -15,7 +15,7 @@ from django.db import transaction
 from ...dialects import retrying_lock_conflicts
 from ...exceptions import DuplicateTaskError
 from ...states import State
-from ..base import READY_CHANNEL
+from ..base import READY_CHANNEL, mark_saved
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -135,7 +135,7 @@ class Enqueueing:
             # SAVEPOINT round trips; a failure still rolls back with the
             # caller's transaction.
             with transaction.atomic(using=self.db, savepoint=False):
-                job.save(using=self.db, force_insert=True)
+                self.insert_one(job)
                 job.execution_class().objects.using(self.db).create_for(job)
         return Enqueued(job, _first_state(job))
 
@@ -270,10 +270,7 @@ class Enqueueing:
         return jobs
 
     def _saved_as(self, job, pk):
-        """Mark an instance written by hand-written SQL as saved under ``pk``."""
-        job.pk = pk
-        job._state.adding = False
-        job._state.db = self.db
+        mark_saved(job, pk, self.db)
 
 
 def _first_state(job):
