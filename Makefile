@@ -9,7 +9,7 @@ DJANGO_dj60 := Django==6.0.*
 DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
 EXTRAS := postgres,pymysql,test
 
-.PHONY: test test-fast demo bench docs lint clean env chromium
+.PHONY: test test-fast demo bench bench-scale docs lint clean env chromium
 .PRECIOUS: $(VENVS)/%/.installed
 
 $(VENVS)/%/.installed: pyproject.toml
@@ -45,6 +45,11 @@ demo: $(VENVS)/dj61/.installed
 
 bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/run.py $(ARGS)
+
+# Enqueue, pickup and drain on empty tables, then beside 1,000,000 finished
+# and 100,000 waiting jobs (docs/performance.rst, "Cost as work grows").
+bench-scale: $(VENVS)/dj61/.installed
+	@$(PYTHON) bench/scale.py $(ARGS)
 
 docs: $(VENVS)/dj61/.installed
 	@$(VENVS)/dj61/bin/sphinx-build -W --keep-going -q -b html docs build/docs

@@ -363,6 +363,30 @@ def mixed_caveats(data: dict) -> list[str]:
             if not mixed["priorities"]:
                 text += "; no task priorities, so jobs carry their queue only"
             lines.append(text + ".")
+    return lines + saturated_streams(data)
+
+
+# Below this share of the offered rate, the steady stream outran the workers.
+KEPT_UP = 0.95
+
+
+def saturated_streams(data: dict) -> list[str]:
+    """Where the mixed steady stream outran the workers, so its pickup times
+    measure a growing queue rather than pickup (SQLite: the producer shares
+    the one writer with the workers, which the burst did not)."""
+    lines = []
+    for column in data["columns"]:
+        for db_key, result in column["results"].items():
+            steady = dig(result, "mixed", "steady") or {}
+            offered = steady.get("offered_jobs_per_s")
+            completed = steady.get("completed_jobs_per_s")
+            if offered and completed and completed < KEPT_UP * offered:
+                lines.append(
+                    f"mixed, {column['label']} on {data['databases'][db_key]}:"
+                    f" saturated, {completed:,.0f} jobs/s completed of"
+                    f" {offered:,.0f} offered; its pickup times measure the"
+                    " backlog that built up."
+                )
     return lines
 
 
