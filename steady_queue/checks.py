@@ -168,6 +168,27 @@ def check_metrics_token(app_configs=None, **kwargs):
     ]
 
 
+def check_state_handlers(app_configs=None, **kwargs):
+    """Error for each state of a StatorModel that should run a handler and has none."""
+    from .statemachines.models import runnable_models
+
+    return [
+        checks.Error(
+            f"{state.qualified_name} has no handler: the {model._meta.label} rows "
+            "in it would wait there for ever.",
+            hint=(
+                f"Register one with @{state.qualified_name}.handler in a module "
+                "the app imports when it loads (its models.py), or declare the "
+                "state terminal=True or externally_progressed=True."
+            ),
+            obj=model,
+            id="steady_queue.E006",
+        )
+        for model in runnable_models()
+        for state in model.state_graph().missing_handlers()
+    ]
+
+
 def _routes_metrics(patterns):
     """Whether these URL patterns (searched through includes) serve the metrics."""
     from .views import metrics

@@ -39,6 +39,19 @@ class DispatcherConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StateMachinesConfig:
+    """One entry of OPTIONS["state_machines"]: which StatorModels to advance,
+    with how many threads and processes, and how long a row's lease lasts."""
+
+    models: tuple[str, ...] = ("*",)
+    threads: int = 3
+    processes: int = 1
+    batch_size: int = 100
+    polling_interval: float = 1.0
+    lease: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
     """OPTIONS["scheduler"]: how often to reload recurring tasks, and which."""
 
@@ -54,6 +67,8 @@ class Options:
     database: str = "default"
     workers: tuple[WorkerConfig, ...] = (WorkerConfig(),)
     dispatchers: tuple[DispatcherConfig, ...] = (DispatcherConfig(),)
+    # Run only where the project has StatorModels (statemachines.runnable_models).
+    state_machines: tuple[StateMachinesConfig, ...] = (StateMachinesConfig(),)
     preserve_finished_jobs: bool = True
     clear_finished_jobs_after: float = 86400.0
     # A schedule ("every hour") on which the scheduler clears finished jobs
@@ -186,6 +201,35 @@ _DISPATCHER_READERS = {
     "polling_interval": _duration,
     "batch_size": _positive_int,
     "concurrency_maintenance_interval": _duration,
+}
+
+
+def _model_labels(value, where, errors):
+    if isinstance(value, str):
+        value = [value]
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(
+            isinstance(label, str) and (label == "*" or label.count(".") == 1)
+            for label in value
+        )
+    ):
+        errors.append(
+            f"{where} must be '*' or a list of model labels such as "
+            f"'blog.Post', got {value!r}."
+        )
+        return None
+    return tuple(value)
+
+
+_STATE_MACHINES_READERS = {
+    "models": _model_labels,
+    "threads": _positive_int,
+    "processes": _positive_int,
+    "batch_size": _positive_int,
+    "polling_interval": _duration,
+    "lease": _duration,
 }
 
 
@@ -335,6 +379,9 @@ _READERS = {
     "workers": lambda v, w, e: _entries(v, w, _WORKER_READERS, WorkerConfig, e),
     "dispatchers": lambda v, w, e: _entries(
         v, w, _DISPATCHER_READERS, DispatcherConfig, e
+    ),
+    "state_machines": lambda v, w, e: _entries(
+        v, w, _STATE_MACHINES_READERS, StateMachinesConfig, e
     ),
     "preserve_finished_jobs": _boolean,
     "clear_finished_jobs_after": _duration,

@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     *([FRAMEWORK_APP] if FRAMEWORK_APP else []),
     "steady_queue",
     "tests",
+    "tests.stator_app",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -123,6 +124,11 @@ def _env_number(name, default):
     return type(default)(value)
 
 
+# Forked supervisors whose tasks or handlers use the database a lot keep their
+# threads' connections (Django's default, 0, reconnects every time).
+DATABASES["default"]["CONN_MAX_AGE"] = _env_number("SQ_TEST_CONN_MAX_AGE", 0)
+
+
 # A second database for the "separate" backend below: queue tables apart from
 # the application's data.
 _queue_database = dict(DATABASES["default"])
@@ -169,6 +175,19 @@ TASKS = {
             "process_heartbeat_interval": _env_number("SQ_TEST_HEARTBEAT", 1.0),
             "process_alive_threshold": _env_number("SQ_TEST_ALIVE_THRESHOLD", 5.0),
             "shutdown_timeout": _env_number("SQ_TEST_SHUTDOWN_TIMEOUT", 2.0),
+            # tests/stator_app has a StatorModel: runners only where a test
+            # asks for them (tests/integration/test_state_machines.py).
+            "state_machines": [
+                {
+                    "processes": _env_number("SQ_TEST_STATE_RUNNERS", 1),
+                    "threads": 4,
+                    "batch_size": 50,
+                    "polling_interval": 0.05,
+                    "lease": _env_number("SQ_TEST_LEASE", 5.0),
+                }
+            ]
+            if _env_number("SQ_TEST_STATE_RUNNERS", 0)
+            else [],
         },
     },
 }
@@ -185,6 +204,7 @@ TASKS["separate"] = {
         "process_heartbeat_interval": 1,
         "process_alive_threshold": 5,
         "shutdown_timeout": 2,
+        "state_machines": [],
     },
 }
 

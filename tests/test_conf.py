@@ -71,6 +71,11 @@ def test_a_single_queue_name_becomes_a_tuple():
         ({"database": "elsewhere"}, "names the database 'elsewhere', which is not in"),
         ({"preserve_finished_jobs": "yes"}, "must be True or False"),
         (
+            {"state_machines": [{"models": ["Post"]}]},
+            "['state_machines'][0]['models'] must be '*' or a list of model labels",
+        ),
+        ({"state_machines": [{"lease": 0}]}, "['lease'] must be greater than zero"),
+        (
             {"process_heartbeat_interval": 60, "process_alive_threshold": 30},
             "must be longer than 'process_heartbeat_interval'",
         ),
@@ -90,6 +95,15 @@ def test_durations_take_the_same_forms_as_on_the_command_line():
     assert options.shutdown_timeout == 120.0
     assert options.clear_finished_jobs_after == 7 * 86400.0
     assert options.timeout == 90.0
+
+
+def test_state_machine_runners_are_read_like_workers():
+    options = parse_options(
+        {"state_machines": [{"models": "blog.Post", "threads": 5, "lease": "10m"}]}
+    )
+    [runner] = options.state_machines
+    assert (runner.models, runner.threads, runner.lease) == (("blog.Post",), 5, 600.0)
+    assert parse_options({"state_machines": []}).state_machines == ()
 
 
 def test_a_queue_list_may_leave_queues_out():

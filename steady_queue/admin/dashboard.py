@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from ..reporting import charts
 from ..reporting.queues import configured_queue_names, queue_overview
+from ..reporting.state_machines import state_machines_overview
 from ..reporting.throughput import failure_rate, per_minute
 from ..states import counts_by_state, is_estimate
 from .base import can, page_context, queue_backend, queue_database
@@ -40,6 +41,7 @@ def render_dashboard(request, admin_site):
         "failure_rate": failure_rate(minutes),
         "show_processes": show_processes,
         "process_counts": sorted(processes.counts_by_kind().items()),
+        "state_machines": state_machines_overview(now),
         "processes": _process_rows(processes, now) if show_processes else [],
         "throughput_chart": charts.stacked_columns(
             [

@@ -1,7 +1,8 @@
 """start: run the supervisor (the default when no subcommand is given).
 
 The supervisor runs workers, dispatchers and, if there are recurring tasks, a
-scheduler, as forked processes or as threads, until it is told to stop.
+scheduler (and, if there are StatorModels, state runners), as forked processes
+or as threads, until it is told to stop.
 """
 
 import argparse
@@ -18,7 +19,10 @@ HELP = "Run the supervisor (the default)."
 
 FLAGS = (
     (("--only-work",), "Start workers only."),
-    (("--only-dispatch",), "Start dispatchers (and the scheduler) only."),
+    (
+        ("--only-dispatch",),
+        "Start dispatchers (and the scheduler and state runners) only.",
+    ),
     (
         ("--skip-recurring",),
         "Start no scheduler: recurring tasks are left to other hosts.",
@@ -103,6 +107,7 @@ def handle(command, options):
         workers=not options["only_dispatch"],
         dispatchers=not options["only_work"],
         scheduler=not (options["only_work"] or options["skip_recurring"]),
+        state_runners=not options["only_work"],
     )
     mode = options["mode"] or backend.config.mode
     if options["reload"]:

@@ -45,6 +45,18 @@ class Dialect:
         )
         return [row[0] for row in cursor.fetchall()]
 
+    def update_picked(self, cursor, table, key, assignments, pick_sql, params):
+        """Run ``UPDATE table SET assignments`` (with ``params`` first) on the
+        rows whose ``key`` the SELECT ``pick_sql`` picks (its params follow);
+        return their keys. One statement here: on SQLite it starts with the
+        write, so it takes the write lock at once (see delete_picked)."""
+        cursor.execute(
+            f"UPDATE {table} SET {assignments} WHERE {key} IN ({pick_sql}) "
+            f"RETURNING {key}",
+            params,
+        )
+        return [row[0] for row in cursor.fetchall()]
+
     def delete_returning(self, queryset, fields, limit):
         """Delete up to ``limit`` rows of a (locking) queryset in one statement;
         return ``fields`` of each, converted as the ORM would."""

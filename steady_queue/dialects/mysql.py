@@ -44,6 +44,21 @@ class MySQL(Dialect):
             cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({placeholders})", keys)
         return keys
 
+    def update_picked(self, cursor, table, key, assignments, pick_sql, params):
+        # No UPDATE ... RETURNING, and no update of a table from a subquery of
+        # itself: as delete_picked, pick (locking), then update by key. The
+        # SET params come first, then the pick's.
+        count = assignments.count("%s")
+        cursor.execute(pick_sql, params[count:])
+        keys = [row[0] for row in cursor.fetchall()]
+        if keys:
+            placeholders = ", ".join(["%s"] * len(keys))
+            cursor.execute(
+                f"UPDATE {table} SET {assignments} WHERE {key} IN ({placeholders})",
+                [*params[:count], *keys],
+            )
+        return keys
+
     def delete_returning(self, queryset, fields, limit):
         with transaction.atomic(using=queryset.db, savepoint=False):
             rows = list(queryset.values_list(*fields)[:limit])

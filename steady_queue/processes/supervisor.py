@@ -13,6 +13,7 @@ from .hooks import send_hook
 from .maintenance import fail_orphaned_claims, prune_dead_processes
 from .pidfile import Pidfile
 from .scheduler import Scheduler
+from .state_runner import StateRunner
 from .worker import Worker
 
 logger = logging.getLogger("steady_queue")
@@ -34,11 +35,18 @@ class ChildSpec:
     config: object
 
     def build(self, backend, **kwargs):
-        kinds = {"worker": Worker, "dispatcher": Dispatcher, "scheduler": Scheduler}
+        kinds = {
+            "worker": Worker,
+            "dispatcher": Dispatcher,
+            "scheduler": Scheduler,
+            "state_runner": StateRunner,
+        }
         return kinds[self.kind](backend, self.config, **kwargs)
 
 
-def child_specs(options, *, workers=True, dispatchers=True, scheduler=True):
+def child_specs(
+    options, *, workers=True, dispatchers=True, scheduler=True, state_runners=True
+):
     """The processes to run for these options, one spec per process."""
     specs = []
     if workers:
@@ -49,7 +57,19 @@ def child_specs(options, *, workers=True, dispatchers=True, scheduler=True):
     # Only when there is something to schedule (Solid Queue does the same).
     if scheduler and scheduler_is_needed(options):
         specs.append(ChildSpec("scheduler", options.scheduler))
+    # Only where the project has StatorModels to advance.
+    if state_runners and has_state_machines():
+        for config in options.state_machines:
+            specs.extend(
+                ChildSpec("state_runner", config) for _ in range(config.processes)
+            )
     return specs
+
+
+def has_state_machines():
+    from ..statemachines.models import runnable_models
+
+    return bool(runnable_models())
 
 
 @dataclass(slots=True)

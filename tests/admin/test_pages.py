@@ -85,6 +85,29 @@ def test_the_dashboard_draws_its_charts_and_counts(operator):
     assert "<script" not in content.split('id="sq-counts"')[1]
 
 
+def test_the_dashboard_counts_state_machine_rows_per_state_and_stuck(operator):
+    from tests.stator_app.models import Article
+
+    Article.objects.create()
+    Article.objects.create(state="archived")
+    stuck = Article.objects.create(state="held")
+    Article.objects.filter(pk=stuck.pk).update(
+        state_changed_at=timezone.now() - timedelta(hours=2)
+    )
+
+    response = operator.get(reverse("admin:steady_queue_job_dashboard"))
+
+    [machine] = response.context["state_machines"]
+    assert machine["label"] == "stator_app.Article" and machine["stuck"] == 1
+    assert {s["name"]: s["count"] for s in machine["states"]} == {
+        "new": 1,
+        "published": 0,
+        "archived": 1,
+        "held": 1,
+    }
+    assert "archived (terminal): 1" in response.content.decode()
+
+
 def test_the_app_index_links_the_dashboard(operator):
     response = operator.get(reverse("admin:app_list", args=["steady_queue"]))
     assert reverse("admin:steady_queue_job_dashboard") in response.content.decode()

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from shop import tasks
-from shop.models import Order
+from shop.models import Order, Shipment
 
 try:
     from django.tasks import TaskResultStatus
@@ -82,6 +82,9 @@ class Command(BaseCommand):
             ]
         ]
         first, second, third = orders
+        # Each order's parcel: a state machine the supervisor's state runner
+        # moves from packing to delivered (shop/models.py).
+        Shipment.objects.bulk_create([Shipment(order=order) for order in orders])
         entries = []
 
         def add(result, call, expect=TaskResultStatus.SUCCESSFUL, note=""):
@@ -206,13 +209,16 @@ class Command(BaseCommand):
         while True:
             results = [self.result(entry) for entry in entries]
             finished = sum(result.is_finished for result in results)
-            if finished != last:
+            delivered = Shipment.objects.filter(state="delivered").count()
+            shipments = Shipment.objects.count()
+            if (finished, delivered) != last:
                 self.stdout.write(
                     f"  {time.monotonic() - started:5.1f}s  "
-                    f"{finished} of {len(entries)} tasks finished"
+                    f"{finished} of {len(entries)} tasks finished, "
+                    f"{delivered} of {shipments} shipments delivered"
                 )
-                last = finished
-            if finished == len(entries):
+                last = finished, delivered
+            if finished == len(entries) and delivered == shipments:
                 return
             if supervisor_pid and not _is_running(supervisor_pid):
                 raise CommandError("The supervisor exited before every task finished.")
@@ -265,6 +271,19 @@ class Command(BaseCommand):
         for row in rows:
             self.stdout.write(line(row))
         self.stdout.write("")
+        shipments = list(Shipment.objects.order_by("order_id"))
+        self.stdout.write(
+            "Shipments (a state machine: packing, in transit, delivered):"
+        )
+        for shipment in shipments:
+            self.stdout.write(
+                f"  order {shipment.order_id}  {shipment.state:<10} "
+                f"tracking {shipment.tracking_number or '-'}"
+            )
+        self.stdout.write("")
+        undelivered = [s for s in shipments if s.state != "delivered"]
+        if undelivered:
+            raise CommandError(f"{len(undelivered)} shipment(s) not delivered.")
         if unexpected:
             for entry in unexpected:
                 self.stderr.write(

@@ -1,0 +1,40 @@
+"""Models the suite needs of its own: a StatorModel for the state machines."""
+
+from django.db import models
+
+from steady_queue.statemachines import State, StateField, StateGraph, StatorModel
+
+
+class ArticleStates(StateGraph):
+    new = State(try_interval=30)
+    published = State(try_interval=60)
+    archived = State(terminal=True)
+    held = State(externally_progressed=True)
+
+
+class Article(StatorModel):
+    title = models.CharField(max_length=100, default="")
+    state = StateField(ArticleStates)
+    # What the handlers did, for the tests to count.
+    published_times = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        app_label = "stator_app"
+
+
+@ArticleStates.new.handler
+def publish(article):
+    """Counts its runs in the row itself: at least once per entry into new."""
+    type(article).objects.filter(pk=article.pk).update(
+        published_times=models.F("published_times") + 1
+    )
+    if article.title == "fails":
+        raise RuntimeError("this article cannot be published")
+    if article.title == "waits":
+        return None
+    return ArticleStates.published
+
+
+@ArticleStates.published.handler
+def archive(article):
+    return "archived"
