@@ -69,6 +69,8 @@ class StateRunner(Poller):
         super().boot()
 
     def poll(self):
+        from ..statemachines.models import rows_of
+
         self.record_outcomes()
         idle = self.pool.idle_threads
         if self.stopping or idle <= 0 or not self.models:
@@ -77,9 +79,7 @@ class StateRunner(Poller):
         leased = 0
         for offset in range(len(self.models)):
             model = self.models[(self.next_model + offset) % len(self.models)]
-            rows, lease = model.objects.using(self.database).lease_due(
-                wanted - leased, self.config.lease
-            )
+            rows, lease = rows_of(model).lease_due(wanted - leased, self.config.lease)
             for row in rows:
                 self.pool.post(
                     lambda model=model, row=row, lease=lease: (
@@ -125,6 +125,8 @@ class StateRunner(Poller):
 
     def record_outcomes(self):
         """Write the outcomes that came in: one call per model and lease."""
+        from ..statemachines.models import rows_of
+
         taken = []
         while self.outcomes:
             taken.append(self.outcomes.popleft())
@@ -132,7 +134,7 @@ class StateRunner(Poller):
         for model, lease, row, state in taken:
             batches[model, lease][row] = state
         for (model, lease), outcomes in batches.items():
-            rows = model.objects.using(self.database)
+            rows = rows_of(model)
             try:
                 written = rows.record_outcomes(outcomes, lease)
             except Exception:

@@ -10,12 +10,12 @@ STUCK_AFTER_SECONDS = 3600
 def state_machines_overview(now=None):
     """One entry per StatorModel: its label, rows per state (in the graph's
     order, terminal states marked) and how many rows are stuck."""
-    from ..statemachines.models import runnable_models
+    from ..statemachines.models import rows_of, runnable_models
 
     now = now or timezone.now()
     overview = []
     for model in runnable_models():
-        rows = model._default_manager
+        rows = rows_of(model)
         counts = rows.counts_by_state()
         graph = model.state_graph()
         overview.append(

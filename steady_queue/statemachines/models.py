@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.apps import apps
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -184,7 +184,8 @@ class StatorModel(models.Model):
             "state_locked_until": None,
             "state_attempts": 0,
         }
-        type(self)._default_manager.filter(pk=self.pk).update(**values)
+        database = router.db_for_write(type(self), instance=self)
+        type(self)._base_manager.using(database).filter(pk=self.pk).update(**values)
         for name, value in values.items():
             setattr(self, name, value)
 
@@ -214,3 +215,12 @@ def runnable_models(labels=("*",)):
             )
         chosen.append(model)
     return chosen
+
+
+def rows_of(model):
+    """The StatorQuerySet of a model's rows, on the database its router writes to.
+
+    Not ``model.objects``: a model may replace its default manager, and its
+    rows need not live in steady_queue's own database.
+    """
+    return StatorQuerySet(model=model, using=router.db_for_write(model))

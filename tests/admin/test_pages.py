@@ -97,7 +97,8 @@ def test_the_dashboard_counts_state_machine_rows_per_state_and_stuck(operator):
 
     response = operator.get(reverse("admin:steady_queue_job_dashboard"))
 
-    [machine] = response.context["state_machines"]
+    machines = {m["label"]: m for m in response.context["state_machines"]}
+    machine = machines["stator_app.Article"]
     assert machine["label"] == "stator_app.Article" and machine["stuck"] == 1
     assert {s["name"]: s["count"] for s in machine["states"]} == {
         "new": 1,

@@ -7,7 +7,7 @@ from steady_queue.conf import StateMachinesConfig
 from steady_queue.processes.state_runner import StateRunner
 
 from ..helpers import wait_for
-from ..stator_app.models import Article
+from ..stator_app.models import Article, Parcel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,3 +111,15 @@ def test_a_transition_requested_from_code_is_acted_on_at_the_next_pass(make_runn
 
     article.transition_perform("new")
     settle(runner, lambda: states() == {"archived": 1}, "moved on from new")
+
+
+def test_a_model_whose_default_manager_lacks_the_verbs_is_advanced_too(make_runner):
+    runner = make_runner()
+    runner.models = [Parcel]
+    Parcel.objects.create()
+
+    settle(
+        runner,
+        lambda: list(Parcel.objects.values_list("state", flat=True)) == ["arrived"],
+        "the parcel arrived",
+    )

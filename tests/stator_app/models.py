@@ -38,3 +38,24 @@ def publish(article):
 @ArticleStates.published.handler
 def archive(article):
     return "archived"
+
+
+class ParcelStates(StateGraph):
+    sent = State(try_interval=30)
+    arrived = State(terminal=True)
+
+
+class Parcel(StatorModel):
+    """A StatorModel whose default manager is a plain one, without the verbs."""
+
+    state = StateField(ParcelStates)
+
+    objects = models.Manager()
+
+    class Meta:
+        app_label = "stator_app"
+
+
+@ParcelStates.sent.handler
+def arrive(parcel):
+    return ParcelStates.arrived
