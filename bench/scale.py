@@ -119,13 +119,6 @@ def run_database(db, installed, tools, env_extra, sizes, finished, ready) -> dic
     }
 
 
-def figure(result: dict, path: tuple[str, ...]):
-    value = result
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def table(data: dict) -> str:
     """Markdown: empty vs history per database, the change and the verdict."""
     header = ["database", "figure", "empty tables", "beside the history"]
@@ -134,8 +127,8 @@ def table(data: dict) -> str:
     for db_key, result in data["results"].items():
         title = DATABASES[db_key].title
         for label, path, higher in FIGURES:
-            before = figure(result["empty"], path)
-            after = figure(result["loaded"], path)
+            before = report.dig(result["empty"], *path)
+            after = report.dig(result["loaded"], *path)
             if not before or after is None:
                 continue
             change = after / before - 1

@@ -170,7 +170,7 @@ def check_metrics_token(app_configs=None, **kwargs):
 
 def check_state_handlers(app_configs=None, **kwargs):
     """Error for each state of a StatorModel that should run a handler and has none."""
-    from .statemachines.models import runnable_models
+    from .statemachines.models import runnable_models, states_without_handlers
 
     return [
         checks.Error(
@@ -184,8 +184,7 @@ def check_state_handlers(app_configs=None, **kwargs):
             obj=model,
             id="steady_queue.E006",
         )
-        for model in runnable_models()
-        for state in model.state_graph().missing_handlers()
+        for model, state in states_without_handlers(runnable_models())
     ]
 
 

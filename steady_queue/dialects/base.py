@@ -45,15 +45,17 @@ class Dialect:
         )
         return [row[0] for row in cursor.fetchall()]
 
-    def update_picked(self, cursor, table, key, assignments, pick_sql, params):
-        """Run ``UPDATE table SET assignments`` (with ``params`` first) on the
-        rows whose ``key`` the SELECT ``pick_sql`` picks (its params follow);
+    def update_picked(
+        self, cursor, table, key, assignments, set_params, pick_sql, pick_params
+    ):
+        """Run ``UPDATE table SET assignments`` (with ``set_params``) on the rows
+        whose ``key`` the SELECT ``pick_sql`` (with ``pick_params``) picks;
         return their keys. One statement here: on SQLite it starts with the
         write, so it takes the write lock at once (see delete_picked)."""
         cursor.execute(
             f"UPDATE {table} SET {assignments} WHERE {key} IN ({pick_sql}) "
             f"RETURNING {key}",
-            params,
+            [*set_params, *pick_params],
         )
         return [row[0] for row in cursor.fetchall()]
 

@@ -44,18 +44,18 @@ class MySQL(Dialect):
             cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({placeholders})", keys)
         return keys
 
-    def update_picked(self, cursor, table, key, assignments, pick_sql, params):
+    def update_picked(
+        self, cursor, table, key, assignments, set_params, pick_sql, pick_params
+    ):
         # No UPDATE ... RETURNING, and no update of a table from a subquery of
-        # itself: as delete_picked, pick (locking), then update by key. The
-        # SET params come first, then the pick's.
-        count = assignments.count("%s")
-        cursor.execute(pick_sql, params[count:])
+        # itself: as delete_picked, pick (locking), then update by key.
+        cursor.execute(pick_sql, pick_params)
         keys = [row[0] for row in cursor.fetchall()]
         if keys:
             placeholders = ", ".join(["%s"] * len(keys))
             cursor.execute(
                 f"UPDATE {table} SET {assignments} WHERE {key} IN ({placeholders})",
-                [*params[:count], *keys],
+                [*set_params, *keys],
             )
         return keys
 

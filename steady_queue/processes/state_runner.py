@@ -52,19 +52,18 @@ class StateRunner(Poller):
         }
 
     def boot(self):
-        from ..statemachines.models import runnable_models
+        from ..statemachines.models import runnable_models, states_without_handlers
 
         self.models = runnable_models(self.config.models)
-        for model in self.models:
-            for state in model.state_graph().missing_handlers():
-                logger.error(
-                    "%s: %s has no handler; its %s rows wait until one is "
-                    "registered (@%s.handler)",
-                    self.description,
-                    state.qualified_name,
-                    model._meta.label,
-                    state.qualified_name,
-                )
+        for model, state in states_without_handlers(self.models):
+            logger.error(
+                "%s: %s has no handler; its %s rows wait until one is "
+                "registered (@%s.handler)",
+                self.description,
+                state.qualified_name,
+                model._meta.label,
+                state.qualified_name,
+            )
         self.pool.start()
         super().boot()
 
@@ -127,22 +126,25 @@ class StateRunner(Poller):
         """Write the outcomes that came in: one call per model and lease."""
         from ..statemachines.models import rows_of
 
-        taken = []
-        while self.outcomes:
-            taken.append(self.outcomes.popleft())
         batches = collections.defaultdict(dict)
-        for model, lease, row, state in taken:
+        while self.outcomes:
+            model, lease, row, state = self.outcomes.popleft()
             batches[model, lease][row] = state
-        for (model, lease), outcomes in batches.items():
-            rows = rows_of(model)
+        batches = list(batches.items())
+        for index, ((model, lease), outcomes) in enumerate(batches):
             try:
-                written = rows.record_outcomes(outcomes, lease)
+                written = rows_of(model).record_outcomes(outcomes, lease)
             except Exception:
-                # Kept for the next poll (the guard reconnects and backs off);
-                # should the lease run out first, the row is simply run again.
-                self.outcomes.extendleft(
-                    reversed([item for item in taken if item[0] is model])
-                )
+                # This batch and those after it wait for the next poll (the
+                # guard reconnects and backs off); the ones written are not
+                # written again. Should a lease run out first, its row is
+                # simply run again.
+                unwritten = [
+                    (key[0], key[1], row, state)
+                    for key, batch in batches[index:]
+                    for row, state in batch.items()
+                ]
+                self.outcomes.extendleft(reversed(unwritten))
                 raise
             if written < len(outcomes):
                 logger.warning(

@@ -76,8 +76,9 @@ class StatorQuerySet(QueueQuerySet):
                 quote(meta.db_table),
                 quote(meta.pk.column),
                 f"{quote(locked_until.column)} = %s",
+                [locked_until.get_db_prep_save(lease, connection)],
                 pick_sql,
-                [locked_until.get_db_prep_save(lease, connection), *pick_params],
+                pick_params,
             )
         rows = list(self.filter(pk__in=keys)) if keys else []
         return rows, lease
@@ -215,6 +216,16 @@ def runnable_models(labels=("*",)):
             )
         chosen.append(model)
     return chosen
+
+
+def states_without_handlers(models):
+    """(model, state) for each state of these models' graphs that should run a
+    handler and has none registered: what check E006 and a booting runner say."""
+    return [
+        (model, state)
+        for model in models
+        for state in model.state_graph().missing_handlers()
+    ]
 
 
 def rows_of(model):

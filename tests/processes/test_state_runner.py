@@ -123,3 +123,30 @@ def test_a_model_whose_default_manager_lacks_the_verbs_is_advanced_too(make_runn
         lambda: list(Parcel.objects.values_list("state", flat=True)) == ["arrived"],
         "the parcel arrived",
     )
+
+
+def test_outcomes_whose_write_failed_are_all_written_at_the_next_poll(
+    make_runner, monkeypatch
+):
+    from steady_queue.statemachines import StatorQuerySet
+
+    runner = make_runner()
+    runner.models = [Article, Parcel]
+    Article.objects.create()
+    Parcel.objects.create()
+    runner.poll()
+    wait_for(lambda: len(runner.outcomes) == 2, message="both handlers ran")
+    write = StatorQuerySet.record_outcomes
+
+    def fails_once(queryset, outcomes, lease, now=None):
+        monkeypatch.setattr(StatorQuerySet, "record_outcomes", write)
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(StatorQuerySet, "record_outcomes", fails_once)
+    with pytest.raises(RuntimeError):
+        runner.record_outcomes()
+
+    assert len(runner.outcomes) == 2  # neither batch was lost
+    runner.record_outcomes()
+    assert Article.objects.get().state == "published"
+    assert Parcel.objects.get().state == "arrived"

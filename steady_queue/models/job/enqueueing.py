@@ -238,7 +238,7 @@ class Enqueueing:
                 job.concurrency_key,
             ],
         )
-        self._saved_as(job, rows[0][0])
+        mark_saved(job, rows[0][0], self.db)
 
     def _enqueue_batch_in_one_statement(self, jobs):
         columns = [
@@ -253,7 +253,7 @@ class Enqueueing:
         ]
         rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)
         for job, (pk, _) in zip(jobs, rows, strict=True):
-            self._saved_as(job, pk)
+            mark_saved(job, pk, self.db)
 
     def _enqueue_batch_in_a_transaction(self, jobs):
         with transaction.atomic(using=self.db, savepoint=False):
@@ -268,9 +268,6 @@ class Enqueueing:
                     [job for job in jobs if job.execution_class() is execution_class]
                 )
         return jobs
-
-    def _saved_as(self, job, pk):
-        mark_saved(job, pk, self.db)
 
 
 def _first_state(job):
