@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from .batches import add_to_batch, batch, get_batch
 from .decorators.concurrency import limits_concurrency
 from .decorators.on_commit import enqueue_on_commit
 from .decorators.retries import exponential, fixed, retry
@@ -10,10 +11,13 @@ from .decorators.unique import unique
 
 __all__ = [
     "__version__",
+    "add_to_batch",
+    "batch",
     "enqueue_many",
     "enqueue_on_commit",
     "exponential",
     "fixed",
+    "get_batch",
     "limits_concurrency",
     "retry",
     "timeout",

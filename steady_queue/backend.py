@@ -7,6 +7,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from . import checks
+from .batches.block import open_batch
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -18,7 +19,7 @@ from .compat import (
 from .conf import parse_options
 from .decorators.concurrency import limit_of
 from .decorators.unique import unique_of
-from .exceptions import TaskNotFoundError
+from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
 from .pipeline.loader import is_project_module, load_task, missing_task
@@ -59,7 +60,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        request = _Requests(task, self.alias, timezone.now()).request_for(args, kwargs)
+        request = _Requests(self, task).request_for(args, kwargs)
         with self._explaining_missing_tables():
             enqueued = Job.objects.using(self.database).enqueue(request)
         return self._enqueued(enqueued, task)
@@ -73,7 +74,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         from .models import Job
 
         self._validate(task)
-        calls_of_the_task = _Requests(task, self.alias, timezone.now())
+        calls_of_the_task = _Requests(self, task)
         requests = [
             calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
         ]
@@ -157,14 +158,16 @@ class SteadyQueueBackend(BaseTaskBackend):
 
 class _Requests:
     """Makes the EnqueueRequests of one task's calls; the task's settings are
-    read once, not per call (enqueue_many makes thousands)."""
+    read once, not per call (enqueue_many makes thousands). Inside a batch
+    block, each job joins the batch."""
 
-    def __init__(self, task, alias, now):
+    def __init__(self, backend, task):
         self.task = task
-        self.alias = alias
-        self.now = now
+        self.alias = backend.alias
+        self.now = timezone.now()
         self.limit = limit_of(task)
         self.unique = unique_of(task)
+        self.batch_id = _open_batch_for(backend, task)
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
@@ -180,6 +183,7 @@ class _Requests:
             scheduled_at=task.run_after,
             enqueued_at=self.now,
             concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
+            batch_id=self.batch_id,
         )
         return EnqueueRequest(
             job,
@@ -189,6 +193,22 @@ class _Requests:
             if unique
             else None,
         )
+
+
+def _open_batch_for(backend, task):
+    """The id of the batch whose block is running, if any; the job joins it."""
+    opened = open_batch()
+    if opened is None:
+        return None
+    if opened.database != backend.database:
+        raise BatchError(
+            f"{task.module_path} uses the backend {backend.alias!r}, whose jobs "
+            f"are kept in the database {backend.database!r}, but the open batch "
+            f"{opened.id} is in {opened.database!r}: a batch's jobs share its "
+            "database. Enqueue it outside the batch block, or open the batch "
+            "with that backend."
+        )
+    return opened.id
 
 
 def steady_queue_backend(alias, refusal):

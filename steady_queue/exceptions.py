@@ -93,6 +93,26 @@ class RecurringTaskNotFound(SteadyQueueError, LookupError):
     """No recurring task has the given key."""
 
 
+class BatchError(SteadyQueueError, ValueError):
+    """A batch cannot be opened or added to as asked; nothing was written."""
+
+
+class BatchEndedError(BatchError):
+    """Jobs cannot be added to a batch that has ended; nothing was written."""
+
+    def __init__(self, batch_id):
+        self.batch_id = batch_id
+        super().__init__(
+            f"Batch {batch_id} has ended (all its jobs ended and its callbacks "
+            "were enqueued), so no jobs can be added to it. Open a new batch "
+            "with steady_queue.batch()."
+        )
+
+
+class BatchNotFound(SteadyQueueError, LookupError):
+    """No batch has the given id."""
+
+
 def error_payload(exception_class, message):
     """Return a TaskError-shaped dict for an error that has no traceback."""
     path = f"{exception_class.__module__}.{exception_class.__qualname__}"

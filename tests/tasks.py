@@ -320,3 +320,40 @@ async def async_runs_for(path, seconds):
         raise
     _note(path, "finished")
     return "finished"
+
+
+# Batches: members that pass or fail as told, and callbacks that return the
+# batch they were called with (read back from their job rows).
+
+
+@task
+def batch_member(number, fails=False):
+    if fails:
+        raise ValueError(f"member {number} fails on purpose")
+    return number
+
+
+@retry(attempts=2, wait=0)
+@task
+def batch_member_retried(path, number):
+    """Fails its first attempt (noted in ``path``), succeeds its second."""
+    marker = f"{path}.{number}"
+    if not os.path.exists(marker):
+        _note(marker, "failed once")
+        raise ValueError(f"member {number} fails its first attempt")
+    return number
+
+
+@task
+def batch_callback(batch):
+    return batch
+
+
+@task(queue_name="low", priority=5)
+def other_batch_callback(batch):
+    return batch
+
+
+@task
+def not_a_callback(number):
+    return number

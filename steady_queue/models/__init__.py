@@ -1,5 +1,6 @@
 """steady_queue's models, one per file; importing them here registers them."""
 
+from .batch import Batch
 from .blocked_execution import BlockedExecution
 from .claimed_execution import Claim, ClaimedExecution
 from .dashboard import Dashboard
@@ -16,6 +17,7 @@ from .semaphore import Semaphore
 from .unique_key import UniqueKey
 
 __all__ = [
+    "Batch",
     "BlockedExecution",
     "Claim",
     "ClaimedExecution",

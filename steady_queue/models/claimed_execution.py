@@ -134,10 +134,13 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
 
     def _finalize_all(self, outcomes, process_id, preserve_finished_jobs):
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
-        # Failures may be retried and limited jobs release slots: both need more
-        # than the one-statement path does, and both are the rarer case.
+        # Failures may be retried, limited jobs release slots and batched jobs
+        # are counted in their batch: all need more than the one-statement
+        # path does, and all are the rarer case.
         simple = all(
-            outcome.succeeded and not outcome.job.concurrency_key
+            outcome.succeeded
+            and not outcome.job.concurrency_key
+            and not outcome.job.batch_id
             for outcome in outcomes
         )
         if self.dialect.runs_hot_paths_in_one_statement and simple:
@@ -348,6 +351,7 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         goes, a failed execution marks the job FAILED, and its slot is freed.
         The error is in the log, not on the row. Returns the jobs.
         """
+        from .batch import Batch
         from .failed_execution import FailedExecution
         from .job import Job
 
@@ -356,15 +360,17 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             jobs = list(
                 Job.objects.using(self.db)
                 .filter(pk__in=ids)
-                .only("pk", "concurrency_key", "backend_name", "task_path")
+                .only("pk", "concurrency_key", "backend_name", "task_path", "batch_id")
             )
             FailedExecution.objects.using(self.db).create_all_for(jobs)
+            Batch.objects.using(self.db).count_ended(failed=jobs)
             self.release_concurrency_slots(jobs)
         return jobs
 
     def _record(self, outcomes, preserve_finished_jobs=True):
         """Write outcomes; return them, failures marked with their retry time."""
         # Runs inside the caller's transaction, after the claim rows were deleted.
+        from .batch import Batch
         from .failed_execution import FailedExecution
         from .job import Job
         from .scheduled_execution import ScheduledExecution
@@ -394,6 +400,11 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                 retried, timezone.now()
             )
         JobTally.objects.using(self.db).add_outcomes(outcomes)
+        # Before the caller releases concurrency slots: batch rows are locked
+        # before semaphore rows (models/batch.py).
+        Batch.objects.using(self.db).count_ended(
+            finished=[o.job for o in outcomes if o.succeeded], failed=failed
+        )
         return outcomes
 
     def fail_overrun(self, process_id, errors, worker_id):

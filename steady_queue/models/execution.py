@@ -43,8 +43,21 @@ class ExecutionQuerySet(QueueQuerySet):
 
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            Job.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            self.count_discarded_in_batches(jobs)
+            jobs.delete_rows()
         return ids
+
+    def count_discarded_in_batches(self, jobs):
+        """Count these jobs (a Job queryset) as discarded in their batches.
+
+        A failed job ended when it failed: discarding it changes no count.
+        """
+        from .batch import Batch
+
+        if self.model.discarding_ends_the_job:
+            in_batches = list(jobs.exclude(batch=None).only("pk", "batch_id"))
+            Batch.objects.using(self.db).count_ended(discarded=in_batches)
 
     def in_batches(self, verb, batch_size=None, progress=None):
         """Apply a verb (a queryset method returning ids) a batch at a time.
@@ -83,6 +96,9 @@ class Execution(models.Model):
     created_at = models.DateTimeField()
 
     objects = ExecutionQuerySet.as_manager()
+
+    # Whether a discarded job of this state ends only then (it had not yet).
+    discarding_ends_the_job = True
 
     class Meta:
         abstract = True

@@ -99,6 +99,7 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         Returns a RetryOutcome: which jobs went ready, scheduled or blocked,
         and which were discarded again at once for want of a concurrency slot.
         """
+        from .batch import Batch
         from .job import Job
 
         with transaction.atomic(using=self.db):
@@ -109,6 +110,8 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
             for job in jobs:
                 job.finished_at = None
             Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
+            # Pending again in their batches, before dispatch_all takes slots.
+            Batch.objects.using(self.db).count_retried(jobs)
             Job.objects.using(self.db).dispatch_all(jobs)
             # Read back inside the transaction: where dispatch_all put each job.
             return self._where_they_went(jobs)
@@ -150,6 +153,9 @@ class FailedExecution(Execution):
     """A job that failed; its errors are on the job row."""
 
     objects = FailedExecutionQuerySet.as_manager()
+
+    # It ended when it failed, and was counted so in its batch.
+    discarding_ends_the_job = False
 
     class Meta:
         db_table = "steady_queue_failed_executions"

@@ -75,6 +75,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = Job.objects.using(self.db).filter(pk__in=ids)
             limited = list(jobs.exclude(concurrency_key=None).only("concurrency_key"))
+            self.count_discarded_in_batches(jobs)
             jobs.delete_rows()
             ClaimedExecution.objects.using(self.db).release_concurrency_slots(limited)
         return ids

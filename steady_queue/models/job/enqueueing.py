@@ -7,6 +7,7 @@ transaction.
 """
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +24,8 @@ INSERT_JOB_AND_EXECUTION_SQL = """
 WITH job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-         enqueued_at, concurrency_key, errors, worker_ids)
-    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
+         enqueued_at, concurrency_key, batch_id, errors, worker_ids)
+    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
 ),
 execution AS (
@@ -52,10 +53,10 @@ INSERT_JOBS_AND_EXECUTIONS_SQL = """
 WITH input AS (
     SELECT * FROM unnest(
         %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
-        %s::timestamptz[], %s::timestamptz[], %s::varchar[]
+        %s::timestamptz[], %s::timestamptz[], %s::varchar[], %s::bigint[]
     ) WITH ORDINALITY
     AS input(queue_name, task_path, priority, backend_name, scheduled_at,
-             enqueued_at, concurrency_key, position)
+             enqueued_at, concurrency_key, batch_id, position)
     -- Arguments travel as one JSON array: cheaper than an array of jsonb.
     JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY
     AS arguments(arguments, position) USING (position)
@@ -63,9 +64,9 @@ WITH input AS (
 job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-         enqueued_at, concurrency_key, errors, worker_ids)
+         enqueued_at, concurrency_key, batch_id, errors, worker_ids)
     SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-           enqueued_at, concurrency_key, '[]'::jsonb, '[]'::jsonb
+           enqueued_at, concurrency_key, batch_id, '[]'::jsonb, '[]'::jsonb
     FROM input ORDER BY position
     RETURNING id, queue_name, priority, scheduled_at, enqueued_at
 ),
@@ -127,6 +128,7 @@ class Enqueueing:
         """Write one EnqueueRequest's job and its execution row; return Enqueued."""
         if request.takes_a_lock:
             return self._with_lock_retries(self._enqueue_each, [request])[0]
+        self._count_in_batches([request])
         job = request.job
         if self.dialect.runs_hot_paths_in_one_statement:
             self._enqueue_in_one_statement(job)
@@ -140,24 +142,39 @@ class Enqueueing:
         return Enqueued(job, _first_state(job))
 
     def enqueue_all(self, requests, batch_size=None):
-        """Write many EnqueueRequests: one insert per table per batch.
+        """Write many EnqueueRequests: one insert per table per chunk.
 
         Returns an Enqueued per request, in order.
         """
         batch_size = batch_size or self.enqueue_batch_size()
         enqueued = []
         for start in range(0, len(requests), batch_size):
-            batch = requests[start : start + batch_size]
-            if any(request.takes_a_lock for request in batch):
-                enqueued += self._with_lock_retries(self._enqueue_each, batch)
+            chunk = requests[start : start + batch_size]
+            if any(request.takes_a_lock for request in chunk):
+                enqueued += self._with_lock_retries(self._enqueue_each, chunk)
                 continue
-            jobs = [request.job for request in batch]
+            self._count_in_batches(chunk)
+            jobs = [request.job for request in chunk]
             if self.dialect.runs_hot_paths_in_one_statement:
                 self._enqueue_batch_in_one_statement(jobs)
             else:
                 jobs = self._enqueue_batch_in_a_transaction(jobs)
             enqueued += [Enqueued(job, _first_state(job)) for job in jobs]
         return enqueued
+
+    def _count_in_batches(self, requests):
+        """Count the jobs that join a batch in its size, before writing them.
+
+        First: the batch row is locked before any unique-key or semaphore row,
+        the order every transaction takes them in (models/batch.py). A batch
+        only takes jobs inside its block's transaction, which also rolls this
+        back if the enqueue fails.
+        """
+        from ..batch import Batch
+
+        counts = Counter(r.job.batch_id for r in requests if r.job.batch_id)
+        if counts:
+            Batch.objects.using(self.db).count_added(counts)
 
     def enqueue_batch_size(self, limit=1000):
         """How many jobs one multi-row insert can carry on this database."""
@@ -175,6 +192,7 @@ class Enqueueing:
         a refusal inside the caller's atomic() leaves the caller's transaction
         usable.
         """
+        from ..batch import Batch
         from ..unique_key import UniqueKey
 
         enqueued = {}
@@ -188,6 +206,8 @@ class Enqueueing:
             ),
         )
         with transaction.atomic(using=self.db):
+            # In the savepoint: a refused duplicate is not counted either.
+            self._count_in_batches(requests)
             for position in in_lock_order:
                 request = requests[position]
                 job = request.job
@@ -204,6 +224,9 @@ class Enqueueing:
                     continue
                 # Saved first because the key row names a job; dropped again.
                 self.filter(pk=job.pk).delete_rows()
+                if job.batch_id:
+                    # Not a job of the batch: the pending run stands for it.
+                    Batch.objects.using(self.db).count_added({job.batch_id: -1})
                 if request.unique.on_duplicate == "refuse":
                     raise DuplicateTaskError(job.task_path, request.unique_key, holder)
                 enqueued[position] = Enqueued(self.get(pk=holder), None, merged=True)
@@ -236,6 +259,7 @@ class Enqueueing:
                 job.scheduled_at,
                 job.enqueued_at,
                 job.concurrency_key,
+                job.batch_id,
             ],
         )
         mark_saved(job, rows[0][0], self.db)
@@ -249,6 +273,7 @@ class Enqueueing:
             [job.scheduled_at for job in jobs],
             [job.enqueued_at for job in jobs],
             [job.concurrency_key for job in jobs],
+            [job.batch_id for job in jobs],
             json.dumps([job.arguments for job in jobs]),
         ]
         rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)

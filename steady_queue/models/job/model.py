@@ -24,6 +24,16 @@ class Job(models.Model):
     errors = RowJSONField(default=list, blank=True)
     worker_ids = RowJSONField(default=list, blank=True)
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    # No foreign-key constraint: an enqueue pays no check for it, and clearing
+    # ended batches leaves their old jobs alone.
+    batch = models.ForeignKey(
+        "steady_queue.Batch",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="jobs",
+    )
 
     objects = JobQuerySet.as_manager()
 

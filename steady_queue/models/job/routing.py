@@ -34,6 +34,7 @@ class Routing:
         Runs in the caller's transaction; returns {job id: State}.
         """
         from ...decorators.concurrency import limits_by_job
+        from ..batch import Batch
         from ..blocked_execution import BlockedExecution
         from ..ready_execution import ReadyExecution
         from ..semaphore import Semaphore
@@ -41,6 +42,13 @@ class Routing:
         now = now or timezone.now()
         if limits is None:
             limits = limits_by_job(jobs)
+        # A discarded job is counted in its batch: lock those batch rows
+        # before any semaphore row, the order every transaction takes them in.
+        Batch.objects.using(self.db).lock_all(
+            job.batch_id
+            for job in jobs
+            if job.batch_id and _may_discard(limits.get(job.pk))
+        )
         semaphores = Semaphore.objects.using(self.db)
         ready, blocked, discarded = [], [], []
         # Sorted by key: transactions taking several semaphores take them in
@@ -69,6 +77,7 @@ class Routing:
 
     def _discard(self, jobs_and_limits, now):
         from ...exceptions import ConcurrencyLimitDiscarded, error_payload
+        from ..batch import Batch
         from ..failed_execution import FailedExecution
 
         jobs = []
@@ -86,3 +95,9 @@ class Routing:
             jobs.append(job)
         self.model.objects.using(self.db).bulk_update(jobs, ["finished_at", "errors"])
         FailedExecution.objects.using(self.db).create_all_for(jobs, now)
+        Batch.objects.using(self.db).count_ended(failed=jobs)
+
+
+def _may_discard(limit):
+    """Whether a job under this ConcurrencyLimit (or None) may be discarded."""
+    return limit is not None and limit.on_conflict == "discard"

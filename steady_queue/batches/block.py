@@ -1,0 +1,144 @@
+"""The batch blocks: open a batch, or add to one, around the calls that enqueue."""
+
+import json
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from ..exceptions import BatchEndedError, BatchError, BatchNotFound
+from .callbacks import callback_specs
+
+# The batch whose block is running in this thread or coroutine, if any:
+# every job enqueued meanwhile (through a SteadyQueueBackend) joins it.
+_open_batch = ContextVar("steady_queue_open_batch", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBatch:
+    """The batch a running block adds jobs to."""
+
+    id: int
+    database: str
+    backend: str
+
+    def status(self):
+        """Its BatchStatus as this transaction sees it (state OPEN until sealed)."""
+        return get_batch(self.id, backend=self.backend)
+
+
+@contextmanager
+def batch(
+    *,
+    on_finish=None,
+    on_success=None,
+    on_failure=None,
+    metadata=None,
+    backend="default",
+):
+    """Enqueue the task calls made inside the block as one batch.
+
+    The block runs in a transaction (a savepoint inside the caller's): the
+    batch and its jobs are written together or not at all. Once every job
+    has ended, ``on_finish`` is enqueued, and ``on_success`` (no job failed
+    or was discarded) or ``on_failure``: each a task taking ``batch``.
+    """
+    database = _database_of(backend)
+    callbacks = callback_specs(
+        {"on_finish": on_finish, "on_success": on_success, "on_failure": on_failure},
+        database,
+    )
+    metadata = _checked_metadata(metadata)
+    from ..models import Batch
+
+    batches = Batch.objects.using(database)
+    with transaction.atomic(using=database):
+        opened = batches.open_new(callbacks, metadata, backend)
+        with _adding_to(OpenBatch(opened.pk, database, backend)) as block:
+            yield block
+        batches.seal(opened.pk)
+
+
+@contextmanager
+def add_to_batch(batch_id, *, backend="default"):
+    """Add the task calls made inside the block to a batch that has not ended.
+
+    Like batch(), in a transaction. Raises BatchNotFound for an unknown id
+    and BatchEndedError (rolling back the block) for a batch that has ended.
+    """
+    database = _database_of(backend)
+    found = _batch_row(batch_id, database)
+    if found.ended_at is not None:
+        raise BatchEndedError(found.pk)
+    with transaction.atomic(using=database):
+        with _adding_to(OpenBatch(found.pk, database, backend)) as block:
+            yield block
+
+
+def get_batch(batch_id, *, backend="default"):
+    """Return the BatchStatus of a batch, from any process."""
+    from .status import BatchStatus
+
+    return BatchStatus.of(_batch_row(batch_id, _database_of(backend)))
+
+
+def open_batch():
+    """The OpenBatch whose block is running here, or None."""
+    return _open_batch.get()
+
+
+@contextmanager
+def outside_any_batch():
+    """Run a block whose enqueued jobs join no batch (a batch's callbacks)."""
+    with _adding_to(None):
+        yield
+
+
+@contextmanager
+def _adding_to(opened):
+    token = _open_batch.set(opened)
+    try:
+        yield opened
+    finally:
+        _open_batch.reset(token)
+
+
+def _batch_row(batch_id, database):
+    from ..models import Batch
+
+    try:
+        return Batch.objects.using(database).get(pk=int(batch_id))
+    except (TypeError, ValueError, Batch.DoesNotExist):
+        raise BatchNotFound(
+            f"No batch with id {batch_id!r} in the database {database!r}."
+        ) from None
+
+
+def _database_of(alias):
+    from ..backend import steady_queue_backend
+
+    return steady_queue_backend(
+        alias,
+        BatchError(
+            f"The task backend {alias!r} is not a SteadyQueueBackend; batches "
+            "live in a steady_queue database. Pass backend= naming one."
+        ),
+    ).database
+
+
+def _checked_metadata(metadata):
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise BatchError(
+            f"metadata must be a dict of JSON values, not {type(metadata).__name__}."
+        )
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as error:
+        raise BatchError(
+            f"metadata must hold only JSON values (str, int, float, bool, None, "
+            f"lists and dicts of them): {error}."
+        ) from None
+    return metadata

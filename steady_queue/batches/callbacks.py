@@ -1,0 +1,91 @@
+"""A batch's callbacks: checked when the batch opens, enqueued when it ends."""
+
+import inspect
+import logging
+
+from django.db import transaction
+
+from ..compat import Task
+from ..exceptions import BatchError
+
+logger = logging.getLogger("steady_queue")
+
+# The keyword each callback is called with, and the events that call one.
+ARGUMENT = "batch"
+EVENTS = {"on_finish": "finish", "on_success": "success", "on_failure": "failure"}
+
+
+def callback_specs(callbacks, database):
+    """{event: spec} for the on_* tasks given; raise BatchError for a bad one.
+
+    A spec keeps what enqueueing needs later, in another process: the task's
+    path and the queue, priority and backend it was given with .using().
+    """
+    return {
+        EVENTS[name]: _spec(name, task, database)
+        for name, task in callbacks.items()
+        if task is not None
+    }
+
+
+def _spec(name, task, database):
+    from ..backend import SteadyQueueBackend
+
+    if not isinstance(task, Task):
+        raise BatchError(
+            f"{name} must be a task (a function decorated with @task), not {task!r}."
+        )
+    backend = task.get_backend()
+    if not isinstance(backend, SteadyQueueBackend) or backend.database != database:
+        raise BatchError(
+            f"{name}={task.module_path} uses the backend {task.backend!r}, which "
+            f"does not keep its jobs in the batch's database {database!r}: its "
+            "callback could not be enqueued with the batch's last job. Give it "
+            "a SteadyQueueBackend on that database (task.using(backend=...))."
+        )
+    leading = [None] if task.takes_context else []
+    try:
+        inspect.signature(task.func).bind(*leading, **{ARGUMENT: None})
+    except TypeError:
+        raise BatchError(
+            f"{name}={task.module_path} must take the keyword argument "
+            f"{ARGUMENT!r}: the batch's status, as a dict (id, event, state, "
+            "size, finished, failed, discarded, metadata). Add a 'batch' "
+            "parameter to the task."
+        ) from None
+    return {
+        "task_path": task.module_path,
+        "queue_name": task.queue_name,
+        "priority": task.priority,
+        "backend": task.backend,
+    }
+
+
+def enqueue_callback(batch, event):
+    """Enqueue one callback of an ending batch; its result id, or the error.
+
+    In a savepoint, outside any open batch: the callback is not a job of the
+    batch it reports on.
+    """
+    from ..pipeline.loader import load_task
+    from .block import outside_any_batch
+    from .status import BatchStatus
+
+    spec = batch.callbacks[event]
+    try:
+        with outside_any_batch(), transaction.atomic(using=batch._state.db):
+            task = load_task(spec["task_path"]).using(
+                queue_name=spec["queue_name"],
+                priority=spec["priority"],
+                backend=spec["backend"],
+            )
+            argument = BatchStatus.of(batch).as_argument(event)
+            return task.enqueue(**{ARGUMENT: argument}).id
+    except Exception as error:
+        logger.exception(
+            "Could not enqueue the %s callback %s of batch %s",
+            event,
+            spec["task_path"],
+            batch.pk,
+        )
+        return f"error: {type(error).__name__}: {error}"

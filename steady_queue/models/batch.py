@@ -1,0 +1,174 @@
+"""Batch: jobs enqueued together, whose callbacks are enqueued once all have ended.
+
+A batch counts its jobs as they are added and as they end, in the same
+transaction as each job's own write: the counts are exact whatever is later
+cleared, and the transaction whose count makes every job ended is the one that
+ends the batch and enqueues its callbacks, exactly once.
+
+Lock order: a transaction locks batch rows before semaphore rows (enqueue,
+finalize, retry and discard all do), so that the two cannot deadlock.
+"""
+
+import logging
+from collections import Counter, defaultdict
+
+from django.db import models
+from django.db.models import F
+from django.utils import timezone
+
+from .base import QueueQuerySet
+from .fields import RowJSONField
+
+logger = logging.getLogger("steady_queue")
+
+
+class BatchQuerySet(QueueQuerySet):
+    def open_new(self, callbacks, metadata, backend_name):
+        """Write a new, open batch (sealed when its block ends); return it."""
+        return self.create(
+            callbacks=callbacks, metadata=metadata, backend_name=backend_name
+        )
+
+    def count_added(self, counts):
+        """Add {batch id: number of jobs} to these batches' sizes.
+
+        Locks each batch row until the caller's transaction ends, in id order.
+        A batch that has ended takes no more jobs: raises BatchEndedError,
+        and the caller's transaction must roll back what it wrote.
+        """
+        from ..exceptions import BatchEndedError
+
+        for batch_id, count in sorted(counts.items()):
+            added = self.filter(pk=batch_id, ended_at=None).update(
+                size=F("size") + count
+            )
+            if not added:
+                raise BatchEndedError(batch_id)
+
+    def count_ended(self, **jobs_by_ending):
+        """Count jobs as ended in their batches (``finished=``, ``failed=``,
+        ``discarded=``: lists of jobs), and end each batch whose jobs have
+        now all ended.
+
+        Runs in the transaction that writes the jobs' outcomes: the batch rows
+        stay locked (in id order) until it commits, so of many workers ending
+        a batch's last jobs at once, exactly one sees it done. Jobs without a
+        batch cost nothing; a batch that has ended already is left as it was.
+        """
+        counts = defaultdict(Counter)
+        for ending, jobs in jobs_by_ending.items():
+            for job in jobs:
+                if job.batch_id:
+                    counts[job.batch_id][ending] += 1
+        for batch_id in sorted(counts):
+            self.filter(pk=batch_id, ended_at=None).update(
+                **{ending: F(ending) + n for ending, n in counts[batch_id].items()}
+            )
+        if counts:
+            self.end_those_done(counts)
+
+    def lock_all(self, batch_ids):
+        """Lock these batch rows, in id order, until the transaction ends."""
+        batch_ids = sorted(set(batch_ids))
+        if batch_ids:
+            list(self.select_for_update().filter(pk__in=batch_ids).order_by("pk"))
+
+    def count_retried(self, jobs):
+        """Count these failed jobs as pending again in their (unended) batches."""
+        counts = Counter(job.batch_id for job in jobs if job.batch_id)
+        for batch_id, count in sorted(counts.items()):
+            self.filter(pk=batch_id, ended_at=None).update(failed=F("failed") - count)
+
+    def seal(self, batch_id):
+        """Close a batch's block: it may end from now on; end it if it is done."""
+        self.filter(pk=batch_id).update(sealed=True)
+        self.end_those_done([batch_id])
+
+    def end_those_done(self, batch_ids):
+        """End each of these batches that is sealed and whose jobs have all
+        ended: stamp it and enqueue its callbacks, in the caller's transaction.
+
+        The rows are locked (the caller's counting locked them already), so
+        ``ended_at`` is set exactly once per batch.
+        """
+        done = (
+            self.select_for_update()
+            .filter(pk__in=batch_ids, sealed=True, ended_at=None)
+            .filter(size=F("finished") + F("failed") + F("discarded"))
+            .order_by("pk")
+        )
+        for batch in done:
+            batch.end()
+
+    def unended(self):
+        return self.filter(ended_at=None)
+
+    def ended_before(self, cutoff):
+        return self.filter(ended_at__lt=cutoff)
+
+
+class Batch(models.Model):
+    """Jobs enqueued as one batch: their counts, and the callbacks to enqueue."""
+
+    backend_name = models.CharField(max_length=100, default="default")
+    # {event: {"task_path", "queue_name", "priority", "backend"}}, where event
+    # is "finish", "success" or "failure".
+    callbacks = RowJSONField(default=dict, blank=True)
+    metadata = RowJSONField(default=dict, blank=True)
+    size = models.IntegerField(default=0)
+    finished = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    discarded = models.IntegerField(default=0)
+    # False while the block that opened the batch runs (inside its transaction):
+    # jobs ending meanwhile, e.g. discarded at enqueue, must not end the batch.
+    sealed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # {event: result id of the callback job, or "error: ..." if it failed}
+    callback_results = RowJSONField(default=dict, blank=True)
+
+    objects = BatchQuerySet.as_manager()
+
+    class Meta:
+        app_label = "steady_queue"
+        db_table = "steady_queue_batches"
+        verbose_name_plural = "batches"
+        indexes = [models.Index(fields=["ended_at"], name="sq_batch_ended")]
+
+    def __str__(self):
+        return f"Batch {self.pk}"
+
+    @property
+    def pending(self):
+        return self.size - self.finished - self.failed - self.discarded
+
+    @property
+    def succeeded(self):
+        """Whether every job finished: none failed or was discarded."""
+        return self.failed == 0 and self.discarded == 0
+
+    def end(self):
+        """Stamp this batch ended and enqueue its callbacks (caller's transaction).
+
+        Each callback is enqueued in a savepoint: one that cannot be enqueued
+        (its task was removed, its arguments refused) is logged and recorded
+        on the batch, and neither undoes the jobs' outcomes nor the others.
+        """
+        from ..batches.callbacks import enqueue_callback
+
+        self.ended_at = timezone.now()
+        events = ["finish", "success" if self.succeeded else "failure"]
+        for event in events:
+            if event in self.callbacks:
+                self.callback_results[event] = enqueue_callback(self, event)
+        type(self).objects.using(self._state.db).filter(pk=self.pk).update(
+            ended_at=self.ended_at, callback_results=self.callback_results
+        )
+        logger.info(
+            "Batch %s ended: %s finished, %s failed, %s discarded of %s",
+            self.pk,
+            self.finished,
+            self.failed,
+            self.discarded,
+            self.size,
+        )
