@@ -105,3 +105,57 @@ async def fetch_supplier_quote(item):
     """Its supplier never answers: the coroutine is cancelled after 1 second."""
     await asyncio.sleep(30)
     return {"item": item}
+
+
+# --- The restock batch -------------------------------------------------------
+# The demo enqueues one restock_item per product inside steady_queue.batch():
+# once every one of them has ended, the batch enqueues its callbacks.
+
+
+class SupplierError(Exception):
+    """The (pretend) supplier cannot deliver a product."""
+
+
+# The supplier stopped making this one: its restock fails, and so the batch does.
+DISCONTINUED = {"Bone-china cup"}
+
+
+@task
+def restock_item(item, quantity):
+    """Order more of one product from the supplier; a job of the restock batch."""
+    if item in DISCONTINUED:
+        raise SupplierError(f"{item!r} is discontinued")
+    return {"item": item, "ordered": quantity}
+
+
+@task(queue_name="reports")
+def summarize_restock(batch):
+    """on_finish: enqueued once every restock has ended, however they ended.
+
+    ``batch`` is the batch's status as a dict: id, event, state, size,
+    finished, failed, discarded and metadata.
+    """
+    return {
+        "state": batch["state"],
+        "restocked": batch["finished"],
+        "not_restocked": batch["failed"] + batch["discarded"],
+    }
+
+
+@task
+def announce_restock(batch):
+    """on_success: only if every restock finished (not in the demo: one fails)."""
+    return {"batch": batch["id"], "announced": True}
+
+
+@task(queue_name="mail")
+def alert_purchasing(batch):
+    """on_failure: some restock failed or was discarded; tell purchasing."""
+    not_restocked = batch["failed"] + batch["discarded"]
+    sent = send_mail(
+        f"Restock batch {batch['id']}: {not_restocked} of {batch['size']} failed",
+        "See the failed restock_item jobs in the admin.",
+        None,
+        ["purchasing@example.com"],
+    )
+    return {"to": "purchasing@example.com", "sent": sent}

@@ -2,7 +2,8 @@
 
 scripts/demo (``make demo``) runs ``demo enqueue``, starts ``manage.py
 steady_queue``, runs ``demo wait``, stops the supervisor and runs ``demo report``.
-The three steps share a small JSON manifest of what was enqueued.
+The three steps share a small JSON manifest of what was enqueued: the tasks,
+and the restock batch with what its callbacks should do.
 """
 
 import json
@@ -19,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from steady_queue.models import Job
 
 from shop import tasks
 from shop.models import Order, Shipment
@@ -31,6 +33,21 @@ except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks.exceptions import TaskResultDoesNotExist
 
 REMINDER_DELAY = 5  # seconds; long enough to see the dispatcher at work
+
+# The restock batch: one restock_item job per product. The supplier has
+# discontinued the last one (shop/tasks.py), so that job fails and the batch
+# ends "failed": on_finish and on_failure are enqueued, on_success is not.
+RESTOCK = [
+    ("Cast-iron teapot", 6),
+    ("Loose-leaf sampler", 24),
+    ("Tea towel", 12),
+    ("Bone-china cup", 10),
+]
+CALLBACKS = {
+    "finish": ("on_finish", tasks.summarize_restock),
+    "success": ("on_success", tasks.announce_restock),
+    "failure": ("on_failure", tasks.alert_purchasing),
+}
 
 
 class RolledBack(Exception):
@@ -63,8 +80,8 @@ class Command(BaseCommand):
         if action == "enqueue":
             self.enqueue(manifest)
         elif action == "wait":
-            entries = self.read(manifest)
-            self.wait(entries, options["timeout"], options["supervisor_pid"])
+            manifest = self.read(manifest)
+            self.wait(manifest, options["timeout"], options["supervisor_pid"])
         else:
             self.report(self.read(manifest))
 
@@ -166,7 +183,44 @@ class Command(BaseCommand):
                 note=f"limit 1 per customer, {attempt}",
             )
 
-        # 9. Enqueue inside a transaction that rolls back: no job is left.
+        # 9. A batch: the restock jobs are enqueued together, in one
+        #    transaction, and once every one has ended the batch enqueues its
+        #    callbacks: on_finish always, then on_success or on_failure.
+        with steady_queue.batch(
+            on_finish=tasks.summarize_restock,
+            on_success=tasks.announce_restock,
+            on_failure=tasks.alert_purchasing,
+            metadata={"reason": "weekly restock"},
+        ) as restock:
+            results = steady_queue.enqueue_many(
+                tasks.restock_item,
+                [((item, quantity), {}) for item, quantity in RESTOCK],
+            )
+        for (item, quantity), result in zip(RESTOCK, results, strict=True):
+            if item in tasks.DISCONTINUED:
+                expect, note = TaskResultStatus.FAILED, ", fails on purpose"
+            else:
+                expect, note = TaskResultStatus.SUCCESSFUL, ""
+            add(
+                result,
+                f"restock_item({item!r}, {quantity})",
+                expect=expect,
+                note=f"batch {restock.id}{note}",
+            )
+        failing = sum(item in tasks.DISCONTINUED for item, _ in RESTOCK)
+        batch = {
+            "id": restock.id,
+            "expect": {
+                "state": "failed" if failing else "succeeded",
+                "size": len(RESTOCK),
+                "finished": len(RESTOCK) - failing,
+                "failed": failing,
+                "discarded": 0,
+                "callbacks": ["finish", "failure" if failing else "success"],
+            },
+        }
+
+        # 10. Enqueue inside a transaction that rolls back: no job is left.
         try:
             with transaction.atomic():
                 doomed = tasks.send_order_confirmation.enqueue(first.pk)
@@ -180,10 +234,11 @@ class Command(BaseCommand):
             rolled_back = True
 
         manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_text(json.dumps(entries, indent=2))
+        manifest.write_text(json.dumps({"tasks": entries, "batch": batch}, indent=2))
 
         self.stdout.write(
-            f"Created {len(orders)} orders and enqueued {len(entries)} tasks "
+            f"Created {len(orders)} orders and enqueued {len(entries)} tasks, "
+            f"{len(RESTOCK)} of them as batch {restock.id} "
             f"(database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})."
         )
         width = max(len(entry["call"]) for entry in entries)
@@ -202,7 +257,8 @@ class Command(BaseCommand):
 
     # --- wait --------------------------------------------------------------
 
-    def wait(self, entries, timeout, supervisor_pid):
+    def wait(self, manifest, timeout, supervisor_pid):
+        entries = manifest["tasks"]
         deadline = time.monotonic() + timeout
         started = time.monotonic()
         last = None
@@ -211,27 +267,45 @@ class Command(BaseCommand):
             finished = sum(result.is_finished for result in results)
             delivered = Shipment.objects.filter(state="delivered").count()
             shipments = Shipment.objects.count()
-            if (finished, delivered) != last:
+            batch, batch_done = self.batch_progress(manifest["batch"]["id"])
+            if (finished, delivered, batch) != last:
                 self.stdout.write(
                     f"  {time.monotonic() - started:5.1f}s  "
                     f"{finished} of {len(entries)} tasks finished, "
-                    f"{delivered} of {shipments} shipments delivered"
+                    f"{delivered} of {shipments} shipments delivered, {batch}"
                 )
-                last = finished, delivered
-            if finished == len(entries) and delivered == shipments:
+                last = finished, delivered, batch
+            if finished == len(entries) and delivered == shipments and batch_done:
                 return
             if supervisor_pid and not _is_running(supervisor_pid):
                 raise CommandError("The supervisor exited before every task finished.")
             if time.monotonic() >= deadline:
                 raise CommandError(
                     f"Gave up after {timeout:g}s with {len(entries) - finished} "
-                    "task(s) unfinished."
+                    f"task(s) unfinished ({batch})."
                 )
             time.sleep(0.25)
 
+    def batch_progress(self, batch_id):
+        """A line on the batch, and whether it ended and its callbacks ran."""
+        status = steady_queue.get_batch(batch_id)
+        ended = status.size - status.pending
+        if not status.ended:
+            return (
+                f"batch {batch_id} {status.state} ({ended} of {status.size} ended)",
+                False,
+            )
+        callbacks = [self.callback(status, event) for event in status.callback_results]
+        ran = sum(result is not None and result.is_finished for result in callbacks)
+        return (
+            f"batch {batch_id} {status.state}, {ran} of {len(callbacks)} callbacks run",
+            ran == len(callbacks),
+        )
+
     # --- report ------------------------------------------------------------
 
-    def report(self, entries):
+    def report(self, manifest):
+        entries = manifest["tasks"]
         rows = []
         unexpected = []
         for entry in entries:
@@ -281,23 +355,102 @@ class Command(BaseCommand):
                 f"tracking {shipment.tracking_number or '-'}"
             )
         self.stdout.write("")
+        batch_problems = self.report_batch(manifest["batch"])
+        self.stdout.write("")
         undelivered = [s for s in shipments if s.state != "delivered"]
         if undelivered:
             raise CommandError(f"{len(undelivered)} shipment(s) not delivered.")
+        for entry in unexpected:
+            self.stderr.write(
+                f"result {entry['id']} ({entry['call']}) should be {entry['expect']}."
+            )
+        for problem in batch_problems:
+            self.stderr.write(problem)
         if unexpected:
-            for entry in unexpected:
-                self.stderr.write(
-                    f"result {entry['id']} ({entry['call']}) should be "
-                    f"{entry['expect']}."
-                )
             raise CommandError(f"{len(unexpected)} task(s) did not end as expected.")
+        if batch_problems:
+            raise CommandError(
+                f"Batch {manifest['batch']['id']} did not end as expected."
+            )
         failed = sum(entry["expect"] == TaskResultStatus.FAILED for entry in entries)
+        batch = manifest["batch"]
+        called = [CALLBACKS[event][0] for event in batch["expect"]["callbacks"]]
+        not_called = [
+            option for event, (option, _) in CALLBACKS.items() if option not in called
+        ]
         self.stdout.write(
             self.style.SUCCESS(
                 f"All {len(entries)} tasks ended as expected: "
-                f"{len(entries) - failed} SUCCESSFUL, {failed} FAILED on purpose."
+                f"{len(entries) - failed} SUCCESSFUL, {failed} FAILED on purpose.\n"
+                f"Batch {batch['id']} ended {batch['expect']['state']} as expected: "
+                f"{' and '.join(called)} ran once each, {' and '.join(not_called)} "
+                "never."
             )
         )
+
+    def report_batch(self, expected):
+        """Print the batch's outcome and its callbacks; return what was unexpected."""
+        status = steady_queue.get_batch(expected["id"])
+        want = expected["expect"]
+        self.stdout.write(
+            f"Batch {status.id} (metadata {json.dumps(status.metadata)}), read back "
+            f"with steady_queue.get_batch({status.id}):"
+        )
+        self.stdout.write(
+            f"  state {status.state}: {status.size} jobs, {status.finished} finished, "
+            f"{status.failed} failed, {status.discarded} discarded"
+        )
+        got = {
+            "state": str(status.state),
+            "size": status.size,
+            "finished": status.finished,
+            "failed": status.failed,
+            "discarded": status.discarded,
+        }
+        problems = [
+            f"batch {status.id}: {name} is {value}, not {want[name]}."
+            for name, value in got.items()
+            if value != want[name]
+        ]
+        rows = [["callback", "task", "enqueued", "id", "status", "result"]]
+        for event, (option, task) in CALLBACKS.items():
+            # This callback's jobs for this batch, counted in the job table:
+            # one for each event the batch's end called for, none for the other.
+            enqueued = Job.objects.filter(
+                task_path=task.module_path, arguments__kwargs__batch__id=status.id
+            ).count()
+            expected_count = 1 if event in want["callbacks"] else 0
+            if enqueued != expected_count:
+                problems.append(
+                    f"batch {status.id}: {option} was enqueued {enqueued} time(s), "
+                    f"not {expected_count}."
+                )
+            times = {0: "never", 1: "once"}.get(enqueued, f"{enqueued} times")
+            if event not in status.callback_results:
+                rows.append([option, task.name, times, "-", "-", "-"])
+                continue
+            result = self.callback(status, event)
+            if result is None:  # it could not be enqueued: the error is recorded
+                problems.append(f"batch {status.id}: {option} was not enqueued.")
+                outcome = status.callback_results[event]
+                rows.append([option, task.name, times, "-", "-", outcome])
+                continue
+            if result.status == TaskResultStatus.SUCCESSFUL:
+                outcome = json.dumps(result.return_value)
+            else:
+                outcome = "-"
+                problems.append(f"batch {status.id}: {option} is {result.status}.")
+            rows.append([option, task.name, times, result.id, result.status, outcome])
+        # The last column, a return value, is not padded but shortened.
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        rule = ["-" * width for width in widths] + ["-" * len(rows[0][5])]
+        for row in [rows[0], rule, *rows[1:]]:
+            cells = [
+                cell.rjust(width) if i == 3 else cell.ljust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=False))
+            ]
+            self.stdout.write("  " + "  ".join([*cells, _shorten(row[5], 64)]).rstrip())
+        return problems
 
     # --- helpers -----------------------------------------------------------
 
@@ -311,6 +464,13 @@ class Command(BaseCommand):
 
     def result(self, entry):
         return import_string(entry["task"]).get_result(entry["id"])
+
+    def callback(self, status, event):
+        """The TaskResult of a batch's callback, or None if it was not enqueued."""
+        result_id = status.callback_results[event]
+        if result_id.startswith("error:"):
+            return None
+        return import_string(status.callbacks[event]).get_result(result_id)
 
 
 def _is_running(pid):
