@@ -9,15 +9,21 @@ from .compat import task
 
 @task
 def clear_finished_jobs(backend="default"):
-    """Delete the backend's successful jobs older than clear_finished_jobs_after.
+    """Delete the backend's successful jobs, and its ended batches, older than
+    clear_finished_jobs_after.
 
     Scheduled by OPTIONS["clear_finished_jobs_schedule"]; returns how many
     were deleted, so each run's result says what it did.
     """
     from .compat import task_backends
-    from .models import Job
+    from .models import Batch, Job
 
     options = task_backends[backend].config
     before = timezone.now() - timedelta(seconds=options.clear_finished_jobs_after)
     deleted = Job.objects.using(options.database).clear_finished(before)
-    return {"deleted": deleted, "finished_before": before.isoformat()}
+    batches = Batch.objects.using(options.database).clear_ended(before)
+    return {
+        "deleted": deleted,
+        "batches_deleted": batches,
+        "finished_before": before.isoformat(),
+    }

@@ -327,7 +327,9 @@ async def async_runs_for(path, seconds):
 
 
 @task
-def batch_member(number, fails=False):
+def batch_member(number, fails=False, seconds=0):
+    if seconds:
+        time.sleep(seconds)
     if fails:
         raise ValueError(f"member {number} fails on purpose")
     return number
@@ -357,3 +359,14 @@ def other_batch_callback(batch):
 @task
 def not_a_callback(number):
     return number
+
+
+@task
+def fan_out(batch_id, count):
+    """A job of a batch that adds ``count`` more jobs to its own batch."""
+    from steady_queue import add_to_batch
+
+    with add_to_batch(batch_id):
+        for number in range(count):
+            batch_member.enqueue(number)
+    return count

@@ -135,10 +135,16 @@ def _checked_metadata(metadata):
             f"metadata must be a dict of JSON values, not {type(metadata).__name__}."
         )
     try:
-        json.dumps(metadata)
+        # allow_nan=False: PostgreSQL's jsonb refuses NaN and Infinity.
+        read_back = json.loads(json.dumps(metadata, allow_nan=False))
     except (TypeError, ValueError) as error:
         raise BatchError(
             f"metadata must hold only JSON values (str, int, float, bool, None, "
             f"lists and dicts of them): {error}."
         ) from None
+    if read_back != metadata:
+        raise BatchError(
+            "metadata must read back as it was written: use str keys and "
+            f"lists, not tuples. It would read back as {read_back!r}."
+        )
     return metadata

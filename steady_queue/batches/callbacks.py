@@ -43,6 +43,12 @@ def _spec(name, task, database):
             "callback could not be enqueued with the batch's last job. Give it "
             "a SteadyQueueBackend on that database (task.using(backend=...))."
         )
+    if task.run_after is not None:
+        raise BatchError(
+            f"{name}={task.module_path} has run_after set; a callback is "
+            "enqueued when its batch ends and runs then. Leave run_after out "
+            "(the callback may enqueue a deferred task itself)."
+        )
     leading = [None] if task.takes_context else []
     try:
         inspect.signature(task.func).bind(*leading, **{ARGUMENT: None})

@@ -36,7 +36,8 @@ class BatchStatus:
     ended_at: datetime | None
     # {event: task path} for "finish", "success" and "failure".
     callbacks: dict[str, str]
-    # {event: result id of the callback's job}, once the batch has ended.
+    # {event: result id of the callback's job, or "error: ..." if it could
+    # not be enqueued}, once the batch has ended.
     callback_results: dict[str, str]
 
     @classmethod

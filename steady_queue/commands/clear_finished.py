@@ -2,7 +2,8 @@
 
 The age defaults to OPTIONS['clear_finished_jobs_after']. Jobs go in batches;
 a progress bar on stderr shows when there is more than one batch. Failed jobs
-are kept unless --failed-older-than asks for them too.
+are kept unless --failed-older-than asks for them too. Batches that ended
+before the same age go as well (unless --queue limits the run).
 """
 
 import argparse
@@ -40,7 +41,7 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..models import FailedExecution, Job
+    from ..models import Batch, FailedExecution, Job
 
     backend = common.steady_queue_backend(options["backend"])
     older_than = options["older_than"]
@@ -74,6 +75,12 @@ def handle(command, options):
     command.stdout.write(
         f"Deleted {deleted} finished job(s) older than {age(older_than)}."
     )
+    # Batches have no queue: a run limited to one queue leaves them.
+    batches = 0 if queue else Batch.objects.using(jobs.db).clear_ended(before)
+    if batches:
+        command.stdout.write(
+            f"Deleted {batches} batch(es) that ended more than {age(older_than)} ago."
+        )
     if failed is not None:
         ids = failed.in_batches(
             methodcaller("discard_all"), batch_size=options["batch_size"]

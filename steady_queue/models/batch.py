@@ -5,8 +5,8 @@ transaction as each job's own write: the counts are exact whatever is later
 cleared, and the transaction whose count makes every job ended is the one that
 ends the batch and enqueues its callbacks, exactly once.
 
-Lock order: a transaction locks batch rows before semaphore rows (enqueue,
-finalize, retry and discard all do), so that the two cannot deadlock.
+Lock order: a transaction locks batch rows before semaphore and tally rows
+(enqueue, finalize, retry and discard all do), so that they cannot deadlock.
 """
 
 import logging
@@ -106,6 +106,14 @@ class BatchQuerySet(QueueQuerySet):
     def ended_before(self, cutoff):
         return self.filter(ended_at__lt=cutoff)
 
+    def clear_ended(self, cutoff):
+        """Delete the batches that ended before ``cutoff``; return how many.
+
+        Their jobs keep their batch id: there is no constraint to break, and
+        clearing finished jobs is clear_finished's work.
+        """
+        return self.ended_before(cutoff).delete_rows()
+
 
 class Batch(models.Model):
     """Jobs enqueued as one batch: their counts, and the callbacks to enqueue."""
@@ -124,7 +132,8 @@ class Batch(models.Model):
     sealed = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
-    # {event: result id of the callback job, or "error: ..." if it failed}
+    # {event: result id of the callback job, or "error: ..." if it could not
+    # be enqueued}
     callback_results = RowJSONField(default=dict, blank=True)
 
     objects = BatchQuerySet.as_manager()

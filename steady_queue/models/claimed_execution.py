@@ -399,12 +399,14 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             ScheduledExecution.objects.using(self.db).create_all_at(
                 retried, timezone.now()
             )
-        JobTally.objects.using(self.db).add_outcomes(outcomes)
-        # Before the caller releases concurrency slots: batch rows are locked
-        # before semaphore rows (models/batch.py).
+        # Batch rows are locked before tally rows: a batch row may be held for
+        # long (an add_to_batch block), and a worker waiting for it must not
+        # hold the tally rows every other worker's finish needs. And before
+        # the caller releases concurrency slots (models/batch.py).
         Batch.objects.using(self.db).count_ended(
             finished=[o.job for o in outcomes if o.succeeded], failed=failed
         )
+        JobTally.objects.using(self.db).add_outcomes(outcomes)
         return outcomes
 
     def fail_overrun(self, process_id, errors, worker_id):

@@ -1,5 +1,7 @@
 """Batches in-process: counts, callbacks exactly once, and every way a job ends."""
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import transaction
 
@@ -24,6 +26,7 @@ from ..processes.test_burst import burst
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CALLBACK = "tests.tasks.batch_callback"
+LATER = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 def callbacks_run():
@@ -133,6 +136,12 @@ def test_a_batch_inside_the_callers_transaction_rolls_back_with_it():
         ),
         ({"metadata": {"when": object()}}, "metadata must hold only JSON values"),
         ({"metadata": ["a list"]}, "metadata must be a dict"),
+        ({"metadata": {"ratio": float("nan")}}, "metadata must hold only JSON"),
+        ({"metadata": {1: "int key"}}, "metadata must read back as it was"),
+        (
+            {"on_finish": tasks.batch_callback.using(run_after=LATER)},
+            "has run_after set",
+        ),
         (
             {"on_finish": tasks.batch_callback.using(backend="separate")},
             "does not keep its jobs in the batch's database",
@@ -295,3 +304,19 @@ def test_a_callback_that_cannot_be_enqueued_is_recorded_and_ends_the_batch():
     assert status.state == BatchState.SUCCEEDED
     assert status.callback_results["finish"].startswith("error: TaskNotFoundError")
     assert Job.objects.get(batch_id=opened.id).finished_at is not None
+
+
+def test_a_job_of_the_batch_adds_jobs_that_the_batch_then_waits_for():
+    with steady_queue.batch(on_finish=tasks.batch_callback) as opened:
+        tasks.fan_out.enqueue(opened.id, 4)
+
+    burst().start()
+
+    status = steady_queue.get_batch(opened.id)
+    assert (status.state, status.size, status.finished) == (BatchState.SUCCEEDED, 5, 5)
+    [run] = callbacks_run()
+    assert run["size"] == 5
+    # The callback came after every added job had finished.
+    callback = Job.objects.get(task_path=CALLBACK)
+    members = Job.objects.filter(task_path="tests.tasks.batch_member")
+    assert all(member.finished_at <= callback.enqueued_at for member in members)

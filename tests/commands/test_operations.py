@@ -140,3 +140,22 @@ def test_clear_finished_by_queue_with_a_dry_run_first():
     )
     assert list(Job.objects.values_list("pk", flat=True)) == [other.pk]
     assert not Job.objects.filter(pk__in=[mail.pk, old_failure.pk]).exists()
+
+
+def test_clear_finished_deletes_batches_that_ended_long_enough_ago():
+    import steady_queue
+    from steady_queue.models import Batch
+
+    with steady_queue.batch() as old:
+        pass
+    with steady_queue.batch() as recent:
+        pass
+    with steady_queue.batch() as running:
+        pass
+    Batch.objects.filter(pk=old.id).update(ended_at=timezone.now() - timedelta(days=8))
+    Batch.objects.filter(pk=running.id).update(ended_at=None, size=1)
+
+    out, _ = run("clear-finished", "--older-than", "7d")
+
+    assert out.splitlines()[-1] == "Deleted 1 batch(es) that ended more than 7d ago."
+    assert set(Batch.objects.values_list("pk", flat=True)) == {recent.id, running.id}
