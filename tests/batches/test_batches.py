@@ -320,3 +320,22 @@ def test_a_job_of_the_batch_adds_jobs_that_the_batch_then_waits_for():
     callback = Job.objects.get(task_path=CALLBACK)
     members = Job.objects.filter(task_path="tests.tasks.batch_member")
     assert all(member.finished_at <= callback.enqueued_at for member in members)
+
+
+def test_jobs_blocked_by_a_concurrency_limit_run_in_turn_and_end_the_batch(
+    tmp_path,
+):
+    path = str(tmp_path / "runs")
+    with steady_queue.batch(on_finish=tasks.batch_callback) as opened:
+        for _ in range(3):
+            tasks.one_at_a_time.enqueue(path, "account-1", 0)
+
+    status = steady_queue.get_batch(opened.id)
+    assert (status.size, status.pending) == (3, 3)
+
+    burst().start()
+
+    status = steady_queue.get_batch(opened.id)
+    assert (status.state, status.finished) == (BatchState.SUCCEEDED, 3)
+    [run] = callbacks_run()
+    assert run["finished"] == 3
