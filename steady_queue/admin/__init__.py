@@ -1,9 +1,11 @@
-"""steady_queue's admin: jobs by state, queues, processes, recurring tasks, semaphores.
+"""steady_queue's admin: jobs by state, batches, queues, processes, recurring
+tasks, semaphores.
 
 Importing the modules registers their ModelAdmins with the default site.
 """
 
 from . import (  # noqa: F401
+    batches,
     dashboard_link,
     jobs,
     processes,

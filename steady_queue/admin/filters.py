@@ -1,4 +1,5 @@
-"""Changelist filters for jobs: state (with counts), queue, task and finish time."""
+"""Changelist filters for jobs: state (with counts), queue, task, finish time
+and batch."""
 
 from datetime import timedelta
 
@@ -94,6 +95,42 @@ class FinishedFilter(admin.SimpleListFilter):
         if self.value() == "older":
             return queryset.filter(finished_at__lt=now - self.windows["7d"])
         return queryset
+
+
+class BatchFilter(admin.SimpleListFilter):
+    """The jobs of one batch: ``?batch=<id>``, as the batch's page links.
+
+    It offers no list of batches to pick from (there may be millions); it
+    appears once a batch is chosen, to show which and to clear it.
+    """
+
+    title = "batch"
+    parameter_name = "batch"
+
+    def lookups(self, request, model_admin):
+        if self.value() is None:
+            return []
+        return [(self.value(), f"Batch {self.value().strip()}")]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        if self._batch_id() is None:
+            # Not a batch id: no batch has these jobs.
+            return queryset.none()
+        return queryset.filter(batch_id=self._batch_id())
+
+    def _batch_id(self):
+        return batch_id_in(self.value() or "")
+
+
+def batch_id_in(text):
+    """The batch id a query string holds, or None: ids are positive bigints."""
+    text = text.strip().removeprefix("#")
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if 0 < number < 2**63 else None
 
 
 def _count(number):

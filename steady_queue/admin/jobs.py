@@ -24,7 +24,13 @@ from ..models import (
 from ..states import State, observe, state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
-from .filters import FinishedFilter, QueueFilter, StateFilter, TaskFilter
+from .filters import (
+    BatchFilter,
+    FinishedFilter,
+    QueueFilter,
+    StateFilter,
+    TaskFilter,
+)
 
 # What each button on a job's page needs: its permission and the states it acts on.
 OPERATIONS = {
@@ -68,7 +74,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "elapsed",
         "last_error",
     )
-    list_filter = (StateFilter, QueueFilter, TaskFilter, FinishedFilter)
+    list_filter = (BatchFilter, StateFilter, QueueFilter, TaskFilter, FinishedFilter)
     search_fields = ("task_path",)
     search_help_text = "A job id, or part of a task's dotted path."
     ordering = ("-id",)

@@ -1,4 +1,5 @@
-"""The status report: live processes and job counts per queue, as text or JSON."""
+"""The status report: live processes, job counts per queue and running
+batches, as text or JSON."""
 
 import json
 
@@ -6,6 +7,7 @@ from django.utils import timezone
 
 from ..recurring.status import recurring_lines, recurring_status
 from ..states import TABLED, State, counts_by_state, is_estimate
+from .batches import batch_lines, batches_overview
 from .queues import queue_overview
 
 
@@ -44,6 +46,7 @@ def collect_status(backend):
         # Finished jobs are counted up to COUNT_LIMIT, then estimated.
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
+        "batches": batches_overview(db, now),
         "warnings": unserved_queue_warnings(queues, workers),
     }
 
@@ -100,6 +103,11 @@ def print_status(backend, out, as_json=False):
         + ", ".join(f"{state} {count}" for state, count in totals.items())
         + f", finished {'~' if finished['estimated'] else ''}{finished['count']}"
     )
+    batches = batch_lines(status["batches"])
+    if batches:
+        out.write("")
+        for line in batches:
+            out.write(line)
     if status["recurring"]:
         out.write("")
         for line in recurring_lines(status["recurring"]):

@@ -1,11 +1,14 @@
-"""status --json: parses, and matches what the tables hold."""
+"""status and status --json: parse, and match what the tables hold."""
 
 import json
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
+import steady_queue
 from steady_queue.models import Pause
 from tests.factories import make_job
 
@@ -82,3 +85,107 @@ def test_a_worker_reading_every_queue_but_some_leaves_those_unserved():
 
     worker_reading("rep*")
     assert "Warning" not in run("status")
+
+
+def batch_of(size, **counts):
+    """A committed batch of ``size`` ready jobs, its counts set as given; its id."""
+    from steady_queue.models import Batch
+    from tests import tasks
+
+    with steady_queue.batch(metadata={"report": "nightly"}) as opened:
+        steady_queue.enqueue_many(tasks.batch_member, [((n,), {}) for n in range(size)])
+    Batch.objects.filter(pk=opened.id).update(**counts)
+    return opened.id
+
+
+def test_status_lists_running_batches_newest_first_with_their_progress():
+    from steady_queue.models import Batch
+
+    now = timezone.now()
+    older = batch_of(4, finished=1, created_at=now - timedelta(hours=3))
+    newer = batch_of(
+        10, finished=5, failed=2, discarded=1, created_at=now - timedelta(minutes=90)
+    )
+    batch_of(2, finished=2, ended_at=now - timedelta(minutes=10))
+    batch_of(2, failed=2, ended_at=now - timedelta(hours=2))
+    # An open batch (its block has not committed) is no one's business yet.
+    Batch.objects.create(size=3)
+
+    text = run("status")
+
+    assert "Batches (2 running; 1 ended in the last hour):" in text
+    lines = text.splitlines()
+    header = lines.index("Batches (2 running; 1 ended in the last hour):") + 1
+    assert lines[header].split() == [
+        "batch",
+        "ended",
+        "progress",
+        "failed",
+        "discarded",
+        "age",
+        "metadata",
+    ]
+    assert lines[header + 1].split() == [
+        f"#{newer}",
+        "8/10",
+        "80%",
+        "2",
+        "1",
+        "1h30m",
+        "report=nightly",
+    ]
+    assert lines[header + 2].split() == [
+        f"#{older}",
+        "1/4",
+        "25%",
+        "0",
+        "0",
+        "3h00m",
+        "report=nightly",
+    ]
+    assert not lines[header + 3].startswith("  ")  # the section ends there
+
+    batches = json.loads(run("status", "--json"))["batches"]
+    assert (batches["running_count"], batches["ended_last_hour"]) == (2, 1)
+    assert [b["id"] for b in batches["running"]] == [newer, older]
+    first = batches["running"][0]
+    assert {key: first[key] for key in ("size", "ended", "pending", "percent")} == {
+        "size": 10,
+        "ended": 8,
+        "pending": 2,
+        "percent": 80,
+    }
+    assert (first["finished"], first["failed"], first["discarded"]) == (5, 2, 1)
+    assert first["metadata"] == {"report": "nightly"}
+    assert batches["running"][1]["age_seconds"] >= 3 * 3600
+
+
+def test_status_lists_the_ten_newest_running_batches_and_counts_the_rest():
+    ids = [batch_of(1) for _ in range(12)]
+
+    text = run("status")
+    batches = json.loads(run("status", "--json"))["batches"]
+
+    assert [b["id"] for b in batches["running"]] == ids[::-1][:10]
+    assert batches["running_count"] == 12
+    assert "Batches (12 running; 0 ended in the last hour):" in text
+    assert f"#{ids[2]} " in text and f"#{ids[1]} " not in text
+    assert (
+        "  ... and 2 older running batches (the admin's Batches page lists them all)"
+    ) in text
+
+
+def test_status_says_when_no_batch_is_running():
+    batch_of(1, finished=1, ended_at=timezone.now())
+
+    assert "Batches: none running; 1 ended in the last hour." in run("status")
+
+
+def test_status_leaves_batches_out_when_there_are_none():
+    text = run("status")
+    assert "Batch" not in text
+    assert json.loads(run("status", "--json"))["batches"] == {
+        "running": [],
+        "running_count": 0,
+        "ended_last_hour": 0,
+    }

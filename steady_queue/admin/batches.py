@@ -1,0 +1,245 @@
+"""The batches admin: each batch's progress, counts, metadata and callbacks.
+
+Read-only: a batch changes only as its jobs end. Its jobs are the jobs list
+filtered by ``?batch=<id>``; its callbacks, once enqueued, are jobs too.
+"""
+
+import json
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from ..batches.callbacks import EVENTS
+from ..batches.status import BatchStatus
+from ..models import Batch
+from ..reporting.batches import (
+    LISTED_STATES,
+    describe_metadata,
+    in_batch_state,
+    percent_ended,
+)
+from .base import CappedPaginator, ReadOnlyAdmin
+from .filters import batch_id_in
+from .jobs import _compact_time
+
+# The name each event's callback was given to steady_queue.batch().
+ARGUMENT_OF = {event: argument for argument, event in EVENTS.items()}
+# Why a callback was not enqueued once its batch ended: the other outcome won.
+NOT_CALLED = {
+    "success": "not enqueued: a job failed or was discarded",
+    "failure": "not enqueued: every job finished",
+}
+
+
+class BatchStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [(state.value, state.value.title()) for state in LISTED_STATES]
+
+    def queryset(self, request, queryset):
+        if self.value() in {state.value for state in LISTED_STATES}:
+            return in_batch_state(queryset, self.value())
+        return queryset
+
+
+@admin.register(Batch)
+class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "description",
+        "state_label",
+        "progress",
+        "size",
+        "finished",
+        "failed",
+        "discarded",
+        "pending",
+        "created",
+        "ended",
+    )
+    list_filter = (BatchStateFilter,)
+    search_fields = ("id",)
+    search_help_text = "A batch id."
+    ordering = ("-id",)
+    sortable_by = ()
+    show_full_result_count = False
+    paginator = CappedPaginator
+    list_per_page = 50
+    actions = ()
+    fieldsets = (
+        (None, {"fields": ("id", "state_label", "progress_wide", "jobs")}),
+        ("Counts", {"fields": ("size", "finished", "failed", "discarded", "pending")}),
+        ("Metadata", {"fields": ("metadata_json",)}),
+        ("Callbacks", {"fields": ("callbacks_list",)}),
+        ("Timeline", {"fields": ("created_at", "ended_at")}),
+        ("Other", {"fields": ("backend_name",)}),
+    )
+    readonly_fields = (
+        "id",
+        "state_label",
+        "progress_wide",
+        "jobs",
+        "size",
+        "finished",
+        "failed",
+        "discarded",
+        "pending",
+        "metadata_json",
+        "callbacks_list",
+        "created_at",
+        "ended_at",
+        "backend_name",
+    )
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        batch_id = batch_id_in(search_term)
+        if batch_id is None:
+            return queryset.none(), False
+        return queryset.filter(pk=batch_id), False
+
+    @admin.display(description="description")
+    def description(self, batch):
+        text = describe_metadata(batch.metadata)
+        if not text:
+            return "-"
+        return format_html(
+            '<span title="{}">{}</span>', json.dumps(batch.metadata), text
+        )
+
+    @admin.display(description="state")
+    def state_label(self, batch):
+        state = BatchStatus.of(batch).state
+        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, state)
+
+    @admin.display(description="progress")
+    def progress(self, batch):
+        return progress_bar(BatchStatus.of(batch))
+
+    @admin.display(description="progress")
+    def progress_wide(self, batch):
+        return progress_bar(BatchStatus.of(batch), wide=True)
+
+    @admin.display(description="pending")
+    def pending(self, batch):
+        return batch.pending
+
+    @admin.display(description="created")
+    def created(self, batch):
+        return _compact_time(batch.created_at)
+
+    @admin.display(description="ended")
+    def ended(self, batch):
+        return _compact_time(batch.ended_at)
+
+    @admin.display(description="jobs")
+    def jobs(self, batch):
+        jobs = reverse("admin:steady_queue_job_changelist")
+        links = [
+            format_html(
+                '<a href="{}?batch={}" id="sq-batch-jobs">{} job{}</a>',
+                jobs,
+                batch.pk,
+                batch.size,
+                "" if batch.size == 1 else "s",
+            )
+        ]
+        if batch.failed:
+            links.append(
+                format_html(
+                    '<a href="{}?batch={}&amp;state=failed">{} failed</a>',
+                    jobs,
+                    batch.pk,
+                    batch.failed,
+                )
+            )
+        return format_html_join(" · ", "{}", ((link,) for link in links))
+
+    @admin.display(description="metadata")
+    def metadata_json(self, batch):
+        if not batch.metadata:
+            return "-"
+        return format_html(
+            '<pre class="sq-pre">{}</pre>',
+            json.dumps(batch.metadata, indent=2, sort_keys=True, default=str),
+        )
+
+    @admin.display(description="callbacks")
+    def callbacks_list(self, batch):
+        if not batch.callbacks:
+            return "None"
+        status = BatchStatus.of(batch)
+        return format_html_join(
+            "",
+            '<div class="sq-callback" id="sq-callback-{}">{}=<code>{}</code>: {}</div>',
+            (
+                (event, ARGUMENT_OF[event], task_path, _callback_outcome(status, event))
+                for event, task_path in _in_event_order(status.callbacks)
+            ),
+        )
+
+
+def progress_bar(status, wide=False):
+    """A bar of the batch's ended jobs, finished (blue), failed (red) and
+    discarded (grey), drawn in HTML and CSS; its percentage beside it."""
+    percent = percent_ended(status)
+    parts = (
+        ("finished", status.finished),
+        ("failed", status.failed),
+        ("discarded", status.discarded),
+    )
+    segments = format_html_join(
+        "",
+        '<span class="sq-progress-{}" style="width: {}%"></span>',
+        (
+            (name, f"{100 * count / status.size:.2f}")
+            for name, count in parts
+            if count and status.size
+        ),
+    )
+    ended = status.size - status.pending
+    summary = (
+        f"{ended} of {status.size} ended: {status.finished} finished, "
+        f"{status.failed} failed, {status.discarded} discarded"
+    )
+    return format_html(
+        '<span class="sq-progress{}" role="progressbar" aria-valuemin="0"'
+        ' aria-valuemax="100" aria-valuenow="{}" title="{}">{}</span>'
+        ' <span class="sq-progress-label">{}%</span>',
+        " sq-progress-wide" if wide else "",
+        percent,
+        summary,
+        segments,
+        percent,
+    )
+
+
+def _in_event_order(callbacks):
+    return [
+        (event, callbacks[event]) for event in EVENTS.values() if event in callbacks
+    ]
+
+
+def _callback_outcome(status, event):
+    """Where a callback stands: its job, its error, or why there is none (yet)."""
+    result = status.callback_results.get(event)
+    if result is not None and str(result).startswith("error:"):
+        return format_html(
+            '<span class="sq-callback-error">could not be enqueued: {}</span>',
+            str(result).removeprefix("error:").strip(),
+        )
+    if result is not None:
+        return format_html(
+            '<a href="{}">job {}</a>',
+            reverse("admin:steady_queue_job_change", args=[result]),
+            result,
+        )
+    if not status.ended:
+        return "enqueued once every job has ended"
+    if event in NOT_CALLED:
+        return NOT_CALLED[event]
+    return "not enqueued"
