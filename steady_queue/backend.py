@@ -167,7 +167,9 @@ class _Requests:
         self.now = timezone.now()
         self.limit = limit_of(task)
         self.unique = unique_of(task)
-        self.batch_id = _open_batch_for(backend, task)
+        opened = _open_batch_for(backend, task)
+        self.batch_id = opened.id if opened else None
+        self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
@@ -192,11 +194,12 @@ class _Requests:
             unique_key=unique.key_for(task, args, kwargs, job.arguments)
             if unique
             else None,
+            batch_sized_when_sealed=self.batch_sized_when_sealed,
         )
 
 
 def _open_batch_for(backend, task):
-    """The id of the batch whose block is running, if any; the job joins it."""
+    """The OpenBatch whose block is running, if any; the job joins it."""
     opened = open_batch()
     if opened is None:
         return None
@@ -208,7 +211,7 @@ def _open_batch_for(backend, task):
             "database. Enqueue it outside the batch block, or open the batch "
             "with that backend."
         )
-    return opened.id
+    return opened
 
 
 def steady_queue_backend(alias, refusal):

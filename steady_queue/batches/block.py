@@ -22,6 +22,10 @@ class OpenBatch:
     id: int
     database: str
     backend: str
+    # A batch() block's own batch: written in this transaction and invisible
+    # to others until it commits, so its jobs are counted once, when the block
+    # seals it, rather than with an UPDATE per enqueue call.
+    sized_when_sealed: bool = False
 
     def status(self):
         """Its BatchStatus as this transaction sees it (state OPEN until sealed)."""
@@ -55,7 +59,8 @@ def batch(
     batches = Batch.objects.using(database)
     with transaction.atomic(using=database):
         opened = batches.open_new(callbacks, metadata, backend)
-        with _adding_to(OpenBatch(opened.pk, database, backend)) as block:
+        block = OpenBatch(opened.pk, database, backend, sized_when_sealed=True)
+        with _adding_to(block):
             yield block
         batches.seal(opened.pk)
 
@@ -80,7 +85,13 @@ def get_batch(batch_id, *, backend="default"):
     """Return the BatchStatus of a batch, from any process."""
     from .status import BatchStatus
 
-    return BatchStatus.of(_batch_row(batch_id, _database_of(backend)))
+    database = _database_of(backend)
+    row = _batch_row(batch_id, database)
+    if not row.sealed:
+        # Only its block's transaction sees it, and it counts its jobs when it
+        # seals it (Batch.seal): until then, the jobs written so far.
+        row.size = row.job_rows_of(row.pk, database).count()
+    return BatchStatus.of(row)
 
 
 def open_batch():

@@ -15,6 +15,8 @@ class Dialect:
     # Locks a selected row against deletion until commit, letting others read
     # it: a claim holds its process row this way (see Process.deregister).
     share_lock_clause = ""
+    # UPDATE ... RETURNING gives back the updated rows' new values.
+    returns_from_update = True
 
     def skip_locked_clause(self, connection):
         """The clause that locks selected rows, skipping rows others hold.

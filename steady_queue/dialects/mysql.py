@@ -22,6 +22,7 @@ ESTIMATED_ROWS_SQL = (
 class MySQL(Dialect):
     vendor = "mysql"
     share_lock_clause = " LOCK IN SHARE MODE"
+    returns_from_update = False
 
     # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the same
     # table (nor take LIMIT in an IN subquery): the pick runs first, locking its

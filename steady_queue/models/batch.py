@@ -21,6 +21,18 @@ from .fields import RowJSONField
 
 logger = logging.getLogger("steady_queue")
 
+ENDINGS = ("finished", "failed", "discarded")
+# Count ended jobs in one batch (that has not ended), in the caller's
+# transaction; the row stays locked until it commits.
+COUNT_ENDED_SQL = (
+    "UPDATE steady_queue_batches SET finished = finished + %s, "
+    "failed = failed + %s, discarded = discarded + %s "
+    "WHERE id = %s AND ended_at IS NULL"
+)
+# Where UPDATE ... RETURNING exists: whether that count made the batch done
+# (the new row's values), so only a done batch is read again to be ended.
+RETURNING_DONE = " RETURNING sealed AND size = finished + failed + discarded"
+
 
 class BatchQuerySet(QueueQuerySet):
     def open_new(self, callbacks, metadata, backend_name):
@@ -60,12 +72,22 @@ class BatchQuerySet(QueueQuerySet):
             for job in jobs:
                 if job.batch_id:
                     counts[job.batch_id][ending] += 1
-        for batch_id in sorted(counts):
-            self.filter(pk=batch_id, ended_at=None).update(
-                **{ending: F(ending) + n for ending, n in counts[batch_id].items()}
-            )
-        if counts:
-            self.end_those_done(counts)
+        if not counts:
+            return
+        # Hand-written: on a finish, where it runs once per batched outcome,
+        # the ORM's two compiled statements cost more than the writes (drains
+        # of batched jobs ran at half the speed of plain ones on SQLite).
+        returns_done = self.dialect.returns_from_update
+        sql = COUNT_ENDED_SQL + (RETURNING_DONE if returns_done else "")
+        done = []
+        with self.connection.cursor() as cursor:
+            for batch_id in sorted(counts):
+                ended = counts[batch_id]
+                cursor.execute(sql, [*(ended[name] for name in ENDINGS), batch_id])
+                if not returns_done or any(row[0] for row in cursor.fetchall()):
+                    done.append(batch_id)
+        if done:
+            self.end_those_done(done)
 
     def lock_all(self, batch_ids):
         """Lock these batch rows, in id order, until the transaction ends."""
@@ -80,8 +102,16 @@ class BatchQuerySet(QueueQuerySet):
             self.filter(pk=batch_id, ended_at=None).update(failed=F("failed") - count)
 
     def seal(self, batch_id):
-        """Close a batch's block: it may end from now on; end it if it is done."""
-        self.filter(pk=batch_id).update(sealed=True)
+        """Close the block that opened a batch: count its jobs, let it end from
+        now on, and end it if it is done.
+
+        In the block's transaction, which wrote the batch and every job it has
+        so far: no other transaction sees the row before it commits, so the
+        job rows it counts are exactly the batch's (a merged duplicate's row
+        was deleted, a refused one's rolled back, a discarded one's stays).
+        """
+        size = self.model.job_rows_of(batch_id, self.db).count()
+        self.filter(pk=batch_id).update(sealed=True, size=size)
         self.end_those_done([batch_id])
 
     def end_those_done(self, batch_ids):
@@ -146,6 +176,13 @@ class Batch(models.Model):
 
     def __str__(self):
         return f"Batch {self.pk}"
+
+    @staticmethod
+    def job_rows_of(batch_id, database):
+        """The job rows that name a batch (those not cleared yet)."""
+        from .job import Job
+
+        return Job.objects.using(database).filter(batch_id=batch_id)
 
     @property
     def pending(self):

@@ -31,8 +31,8 @@ FINALIZE_SQL = """
 WITH outcome AS (
     SELECT * FROM unnest(
         %s::bigint[], {arrays},
-        %s::text[], %s::text[], %s::smallint[], %s::float8[]
-    ) AS o(job_id, {fields}, t_queue, t_task, t_bucket, t_seconds)
+        %s::text[], %s::text[], %s::smallint[], %s::float8[]{batch_array}
+    ) AS o(job_id, {fields}, t_queue, t_task, t_bucket, t_seconds{batch_column})
 ),
 released AS (
     DELETE FROM steady_queue_claimed_executions claim USING outcome
@@ -48,8 +48,7 @@ tallied AS (
     GROUP BY o.t_queue, o.t_task, o.t_bucket
     ORDER BY o.t_queue, o.t_task, o.t_bucket
     {add_on_conflict}
-)
-SELECT job_id FROM released
+){count_in_batches}
 """
 KEEP_FINISHED_JOBS = """
     UPDATE steady_queue_jobs job SET {assignments}
@@ -60,9 +59,37 @@ DROP_FINISHED_JOBS = """
     DELETE FROM steady_queue_jobs job USING released
     WHERE job.id = released.job_id
 """
-# {preserve_finished_jobs: statement}
+# Jobs in batches: one more array (each job's batch id), and their finishes
+# counted in their batches (Batch.count_ended, in SQL). Each row returned is a
+# job whose claim was held, or a batch this count made done, which the caller
+# ends in the same transaction. Batch rows are locked in id order before any
+# is updated (so two finishes cannot deadlock), and before tally rows: the
+# main query reads `counted`, while `tallied` and `written`, which nothing
+# reads, run after it.
+COUNT_IN_BATCHES = """,
+locked AS MATERIALIZED (
+    SELECT id FROM steady_queue_batches
+    WHERE id IN (SELECT batch_id FROM outcome) AND ended_at IS NULL
+    ORDER BY id FOR UPDATE
+),
+counted AS (
+    UPDATE steady_queue_batches batch SET finished = batch.finished + ended.n
+    FROM locked, (
+        SELECT o.batch_id, count(*) AS n FROM released JOIN outcome o USING (job_id)
+        WHERE o.batch_id IS NOT NULL GROUP BY o.batch_id
+    ) ended
+    WHERE batch.id = locked.id AND batch.id = ended.batch_id
+        AND batch.ended_at IS NULL
+    RETURNING batch.id,
+        batch.sealed AND batch.size = batch.finished + batch.failed + batch.discarded
+        AS done
+)
+SELECT job_id, NULL FROM released
+UNION ALL SELECT NULL, id FROM counted WHERE done
+"""
+# {(preserve_finished_jobs, in_batches): statement}
 FINALIZE_SUCCEEDED_SQL = {
-    preserve: FINALIZE_SQL.format(
+    (preserve, in_batches): FINALIZE_SQL.format(
         write=write,
         arrays=", ".join(f"%s::{kind}[]" for _, kind in OUTCOME_COLUMNS),
         fields=", ".join(name for name, _ in OUTCOME_COLUMNS),
@@ -70,8 +97,14 @@ FINALIZE_SUCCEEDED_SQL = {
         add_on_conflict=PostgreSQL().add_on_conflict(
             JobTally._meta.db_table, JOB_TALLY_KEY, JOB_TALLY_SUMMED
         ),
+        batch_array=", %s::bigint[]" if in_batches else "",
+        batch_column=", batch_id" if in_batches else "",
+        count_in_batches=(
+            COUNT_IN_BATCHES if in_batches else "\nSELECT job_id FROM released"
+        ),
     )
     for preserve, write in [(True, KEEP_FINISHED_JOBS), (False, DROP_FINISHED_JOBS)]
+    for in_batches in (False, True)
 }
 
 
@@ -134,13 +167,10 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
 
     def _finalize_all(self, outcomes, process_id, preserve_finished_jobs):
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
-        # Failures may be retried, limited jobs release slots and batched jobs
-        # are counted in their batch: all need more than the one-statement
-        # path does, and all are the rarer case.
+        # Failures may be retried and limited jobs release slots: both need
+        # more than the one-statement path does, and both are the rarer case.
         simple = all(
-            outcome.succeeded
-            and not outcome.job.concurrency_key
-            and not outcome.job.batch_id
+            outcome.succeeded and not outcome.job.concurrency_key
             for outcome in outcomes
         )
         if self.dialect.runs_hot_paths_in_one_statement and simple:
@@ -189,15 +219,28 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             BlockedExecution.objects.using(self.db).release_next(keys)
 
     def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
+        """Record these successes in one statement; return the held jobs' ids."""
+        from .batch import Batch
+
         jobs = [outcome.apply_to(outcome.job) for outcome in outcomes]
         params = [
             [job.pk for job in jobs],
             *outcome_arrays(jobs),
             *tally_columns(outcomes),
-            process_id,
         ]
-        sql = FINALIZE_SUCCEEDED_SQL[preserve_finished_jobs]
-        return [row[0] for row in self.run_prepared(sql, params)]
+        if not any(job.batch_id for job in jobs):
+            sql = FINALIZE_SUCCEEDED_SQL[preserve_finished_jobs, False]
+            return [row[0] for row in self.run_prepared(sql, [*params, process_id])]
+        sql = FINALIZE_SUCCEEDED_SQL[preserve_finished_jobs, True]
+        params += [[job.batch_id for job in jobs], process_id]
+        # A transaction: the batch a count made done is ended (stamped, its
+        # callbacks enqueued) in the one that counted it, or not at all.
+        with transaction.atomic(using=self.db):
+            rows = self.run_prepared(sql, params)
+            done = [batch_id for job_id, batch_id in rows if batch_id is not None]
+            if done:
+                Batch.objects.using(self.db).end_those_done(done)
+        return [job_id for job_id, _ in rows if job_id is not None]
 
     def release_all(self, worker_ids_by_process=None):
         """Put these claimed jobs back to ready; return their ids.

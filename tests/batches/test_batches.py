@@ -105,6 +105,20 @@ def test_an_empty_batch_ends_when_its_block_commits():
     assert events(callbacks_run()) == ["finish"]
 
 
+def test_a_batch_counts_its_jobs_once_when_its_block_ends():
+    with steady_queue.batch(on_finish=tasks.batch_callback) as opened:
+        tasks.batch_member.enqueue(1)
+        steady_queue.enqueue_many(tasks.batch_member, [((2,), {}), ((3,), {})])
+        # Added to its own batch in its own block: counted once, not twice.
+        with steady_queue.add_to_batch(opened.id):
+            tasks.batch_member.enqueue(4)
+        assert (opened.status().state, opened.status().size) == (BatchState.OPEN, 4)
+        assert Batch.objects.get(pk=opened.id).size == 1  # add_to_batch's
+
+    status = steady_queue.get_batch(opened.id)
+    assert (status.state, status.size, status.pending) == (BatchState.RUNNING, 4, 4)
+
+
 def test_a_block_that_raises_writes_neither_the_batch_nor_its_jobs():
     with pytest.raises(RuntimeError):
         with steady_queue.batch(on_finish=tasks.batch_callback):

@@ -1,10 +1,14 @@
 """ClaimedExecution: finalize exactly once, release, and fail with a process error."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+import steady_queue
 from steady_queue.exceptions import ProcessExitError, error_payload
 from steady_queue.models import (
+    Batch,
     ClaimedExecution,
     FailedExecution,
     Job,
@@ -207,3 +211,50 @@ def test_a_killed_workers_job_is_retried_under_its_policy(tmp_path):
     )
     assert ScheduledExecution.objects.filter(job_id=job.pk).exists()
     assert not FailedExecution.objects.exists()
+
+
+def batch_of(count):
+    """A sealed batch of ``count`` add() jobs with an on_finish callback; its id."""
+    with steady_queue.batch(on_finish=tasks.batch_callback) as opened:
+        for index in range(count):
+            tasks.add.enqueue(index, index)
+    return opened.id
+
+
+def test_finalize_counts_held_batch_jobs_and_ends_the_batch_it_completes():
+    ending, running = batch_of(2), batch_of(2)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    claims = ReadyExecution.objects.claim(selector, 4, registered_process(7))
+    jobs = sorted(jobs_of(claims), key=lambda job: job.pk)
+    gone = jobs[-1]  # the running batch's second job, no longer held
+    ClaimedExecution.objects.filter(job_id=gone.pk).release_all()
+
+    recorded = ClaimedExecution.objects.finalize_all([success(j) for j in jobs], 7)
+
+    assert [o.job.pk for o in recorded] == [j.pk for j in jobs[:-1]]
+    counts = dict(Batch.objects.values_list("pk", "finished"))
+    assert counts == {ending: 2, running: 1}
+    assert Batch.objects.get(pk=ending).ended_at is not None
+    assert Batch.objects.get(pk=running).ended_at is None
+    [callback] = Job.objects.filter(task_path="tests.tasks.batch_callback")
+    assert callback.arguments["kwargs"]["batch"]["id"] == ending
+
+
+@pytest.mark.skipif(
+    not connection.vendor == "postgresql",
+    reason="finishes are one statement only where there are data-modifying CTEs",
+)
+def test_a_batch_jobs_finish_is_one_statement_on_postgresql():
+    batch_of(2)
+    (job, _) = jobs_of(
+        ReadyExecution.objects.claim(
+            QueueSelector(["*"], "default", pause_refresh=0), 2, registered_process(7)
+        )
+    )
+    outcome = success(job)
+    with CaptureQueriesContext(connection) as captured:
+        ClaimedExecution.objects.finalize_all([outcome], 7)
+    # The test's transaction makes the finish's own a savepoint.
+    statements = [q["sql"] for q in captured if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 1, statements
+    assert Batch.objects.get().finished == 1

@@ -95,12 +95,20 @@ class EnqueueRequest:
 
     ``limit`` is the task's ConcurrencyLimit, ``unique`` its UniqueRuns and
     ``unique_key`` this call's key under it; none of them is stored on the row.
+    ``batch_sized_when_sealed``: the job's batch counts its jobs when its
+    block seals it (Batch.seal), not as each is enqueued.
     """
 
     job: Any  # an unsaved steady_queue.models.Job
     limit: Any = None
     unique: Any = None
     unique_key: str | None = None
+    batch_sized_when_sealed: bool = False
+
+    @property
+    def counts_in_batch(self):
+        """Whether enqueueing this call adds one to its batch's size."""
+        return bool(self.job.batch_id) and not self.batch_sized_when_sealed
 
     @property
     def takes_a_lock(self):
@@ -172,7 +180,7 @@ class Enqueueing:
         """
         from ..batch import Batch
 
-        counts = Counter(r.job.batch_id for r in requests if r.job.batch_id)
+        counts = Counter(r.job.batch_id for r in requests if r.counts_in_batch)
         if counts:
             Batch.objects.using(self.db).count_added(counts)
 
@@ -224,7 +232,7 @@ class Enqueueing:
                     continue
                 # Saved first because the key row names a job; dropped again.
                 self.filter(pk=job.pk).delete_rows()
-                if job.batch_id:
+                if request.counts_in_batch:
                     # Not a job of the batch: the pending run stands for it.
                     Batch.objects.using(self.db).count_added({job.batch_id: -1})
                 if request.unique.on_duplicate == "refuse":
