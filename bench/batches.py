@@ -356,8 +356,8 @@ NOTES = [
     " own). Runs of the two alternate.",
     "- enqueue() calls: one task.enqueue() per job; plain in autocommit, plain"
     " in one transaction.atomic() (the fair control: a batch block is one"
-    " transaction too), and in one batch() block, each call adding one UPDATE"
-    " of the batch row.",
+    " transaction too), and in one batch() block, which counts its jobs once,"
+    " when it ends.",
     "- drain: jobs/s from just before the supervisor starts to the last job's"
     " finished_at; excl. start-up: first to last finish. Callback jobs are not"
     " counted, though the workers run them too (one per batch: 10 % more jobs"

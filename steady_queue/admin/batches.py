@@ -16,7 +16,6 @@ from ..models import Batch
 from ..reporting.batches import (
     LISTED_STATES,
     describe_metadata,
-    in_batch_state,
     percent_ended,
 )
 from .base import CappedPaginator, ReadOnlyAdmin
@@ -41,7 +40,7 @@ class BatchStateFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() in {state.value for state in LISTED_STATES}:
-            return in_batch_state(queryset, self.value())
+            return queryset.in_state(self.value())
         return queryset
 
 

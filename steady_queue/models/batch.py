@@ -13,7 +13,7 @@ import logging
 from collections import Counter, defaultdict
 
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .base import QueueQuerySet
@@ -132,6 +132,27 @@ class BatchQuerySet(QueueQuerySet):
 
     def unended(self):
         return self.filter(ended_at=None)
+
+    def in_state(self, state):
+        """The batches BatchStatus.of() puts in ``state`` (a BatchState),
+        asked in SQL so that thousands are filtered by the database."""
+        from ..batches.status import BatchState
+
+        ended = Q(sealed=True, ended_at__isnull=False)
+        conditions = {
+            BatchState.OPEN: Q(sealed=False),
+            BatchState.RUNNING: Q(sealed=True, ended_at=None),
+            BatchState.SUCCEEDED: ended & Q(failed=0, discarded=0),
+            BatchState.FAILED: ended & (Q(failed__gt=0) | Q(discarded__gt=0)),
+        }
+        return self.filter(conditions[BatchState(state)])
+
+    def running(self):
+        """Batches whose block has committed and whose jobs have not all ended."""
+        return self.filter(sealed=True, ended_at=None)
+
+    def ended_since(self, moment):
+        return self.filter(ended_at__gte=moment)
 
     def ended_before(self, cutoff):
         return self.filter(ended_at__lt=cutoff)

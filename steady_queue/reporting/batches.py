@@ -1,14 +1,12 @@
 """Batches as operators see them: the admin's Batches page and ``status``.
 
-A batch's state is BatchStatus.of(row); the state filter below asks the same
-questions in SQL, so that a list of thousands of batches is filtered by the
-database.
+A batch's state is BatchStatus.of(row); BatchQuerySet.in_state asks the same
+questions in SQL for the admin's state filter.
 """
 
 import json
 from datetime import timedelta
 
-from django.db.models import Q
 from django.utils import timezone
 
 from ..batches.status import BatchState, BatchStatus
@@ -22,35 +20,17 @@ ENDED_WINDOW = timedelta(hours=1)
 LISTED_STATES = (BatchState.RUNNING, BatchState.SUCCEEDED, BatchState.FAILED)
 
 
-def in_batch_state(batches, state):
-    """The batches of a queryset that BatchStatus.of() puts in ``state``."""
-    ended = Q(sealed=True, ended_at__isnull=False)
-    conditions = {
-        BatchState.OPEN: Q(sealed=False),
-        BatchState.RUNNING: Q(sealed=True, ended_at=None),
-        BatchState.SUCCEEDED: ended & Q(failed=0, discarded=0),
-        BatchState.FAILED: ended & (Q(failed__gt=0) | Q(discarded__gt=0)),
-    }
-    return batches.filter(conditions[BatchState(state)])
-
-
-def running_batches(database):
-    """Batches whose block has committed and whose jobs have not all ended."""
-    from ..models import Batch
-
-    return in_batch_state(Batch.objects.using(database), BatchState.RUNNING)
-
-
 def batches_overview(database, now=None, limit=RUNNING_SHOWN):
     """The running batches (newest first, at most ``limit``), how many run in
     all, and how many ended in the last hour: what ``status`` reports."""
     from ..models import Batch
 
     now = now or timezone.now()
-    running = running_batches(database)
+    batches = Batch.objects.using(database)
+    running = batches.running()
     shown = list(running.order_by("-pk")[:limit])
     count = len(shown) if len(shown) < limit else running.count()
-    ended = Batch.objects.using(database).filter(ended_at__gte=now - ENDED_WINDOW)
+    ended = batches.ended_since(now - ENDED_WINDOW)
     return {
         "running": [_running_row(batch, now) for batch in shown],
         "running_count": count,

@@ -11,7 +11,6 @@ import steady_queue
 from steady_queue.admin.batches import progress_bar
 from steady_queue.batches import BatchState, BatchStatus
 from steady_queue.models import Batch, Job, ReadyExecution
-from steady_queue.reporting.batches import in_batch_state
 from tests import tasks
 from tests.admin.conftest import VIEW, staff_with
 from tests.admin.test_browser import browser  # noqa: F401 (a fixture)
@@ -106,7 +105,7 @@ def test_the_list_filters_by_state(operator, one_of_each):
 def test_the_state_filter_agrees_with_each_batchs_status(one_of_each):
     everything = Batch.objects.all()
     for state in BatchState:
-        filtered = set(in_batch_state(everything, state).values_list("pk", flat=True))
+        filtered = set(everything.in_state(state).values_list("pk", flat=True))
         assert filtered == {
             batch.pk for batch in everything if BatchStatus.of(batch).state == state
         }, state
