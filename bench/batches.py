@@ -41,7 +41,7 @@ import machine
 import procs
 import report
 import venvs
-from databases import DATABASES, Database, result_of
+from databases import DATABASES, Database
 from measure import median, ms_summary
 from paths import PROJECTS, REPO, RESULTS
 from systems.base import Variant
@@ -102,18 +102,9 @@ class BatchSystem(SteadyQueue):
 class BatchTarget(Target):
     def batches(self, command: str, *, timeout: float, watch=(), **options) -> dict:
         """Run one of this file's venv commands in the project; its result."""
-        argv = [str(self.python), str(THIS), "--venv", command]
-        for key, value in options.items():
-            argv += [f"--{key.replace('_', '-')}", str(value)]
-        argv += ["--timeout", str(timeout)]
-        out = procs.run(
-            argv,
-            env=self.env,
-            cwd=self.system.project,
-            timeout=timeout + 30,
-            watch=watch,
+        return self.run_script(
+            [THIS, "--venv", command], timeout=timeout, watch=watch, **options
         )
-        return result_of(out)
 
 
 def spread(values: list[float]) -> dict:

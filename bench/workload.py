@@ -86,11 +86,19 @@ class Target:
 
     def driver(self, command: str, *, timeout: float, watch=(), **options) -> dict:
         """Run one driver command in the project and return its result."""
-        argv = [str(self.python), str(DRIVER), command]
+        return self.run_script(
+            [DRIVER, command], timeout=timeout, watch=watch, **options
+        )
+
+    def run_script(self, args, *, timeout: float, watch=(), **options) -> dict:
+        """Run a script in the project with the project's python (``args``:
+        the script and its command, then ``--option value`` for each option
+        and ``--timeout``); return the result it prints."""
+        argv = [str(self.python), *map(str, args)]
         for key, value in options.items():
-            argv += [f"--{key}", str(value)]
+            argv += [f"--{key.replace('_', '-')}", str(value)]
         argv += ["--timeout", str(timeout)]
-        # The driver enforces `timeout` itself; the margin lets it report why.
+        # The script enforces `timeout` itself; the margin lets it report why.
         out = procs.run(
             argv,
             env=self.env,
