@@ -109,7 +109,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             },
         ),
         ("Runs", {"fields": ("attempts", "workers", "result_json", "errors_list")}),
-        ("Other", {"fields": ("backend_name", "concurrency_key")}),
+        ("Other", {"fields": ("backend_name", "concurrency_key", "batch_link")}),
     )
     readonly_fields = (
         "id",
@@ -130,6 +130,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "errors_list",
         "backend_name",
         "concurrency_key",
+        "batch_link",
     )
 
     def get_queryset(self, request):
@@ -154,6 +155,17 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     def has_cancel_permission(self, request):
         return can(request, "cancel_job")
+
+    @admin.display(description="batch")
+    def batch_link(self, job):
+        """The batch the job belongs to, linked (its row may have been cleared)."""
+        if not job.batch_id:
+            return "-"
+        return format_html(
+            '<a href="{}">Batch {}</a>',
+            reverse("admin:steady_queue_batch_change", args=[job.batch_id]),
+            job.batch_id,
+        )
 
     @admin.display(description="task")
     def task_name(self, job):

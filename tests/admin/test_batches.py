@@ -364,3 +364,19 @@ def test_the_batches_page_in_a_browser(browser, live_server):  # noqa: F811
     browser.get(f"{live_server.url}{page(running)}")
     assert browser.find_element(By.ID, "sq-batch-jobs").text == "40 jobs"
     browser.save_screenshot(str(SHOTS / "batch.png"))
+
+
+def test_a_jobs_page_links_its_batch(operator):
+    batch_id = enqueue_batch(1)
+    member = Job.objects.get(batch_id=batch_id)
+    loner = make_job()
+
+    member_page = operator.get(
+        reverse("admin:steady_queue_job_change", args=[member.pk])
+    )
+    loner_page = operator.get(reverse("admin:steady_queue_job_change", args=[loner.pk]))
+
+    assert shown(member_page.content.decode(), "batch_link") == (
+        f'<a href="{page(batch_id)}">Batch {batch_id}</a>'
+    )
+    assert shown(loner_page.content.decode(), "batch_link") == "-"
