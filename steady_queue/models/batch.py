@@ -2,8 +2,9 @@
 
 A batch counts its jobs as they are added (a new batch's block, once, when it
 seals the batch) and as they end, in the same transaction as each job's own
-write: the counts are exact whatever is later cleared, and the transaction whose count makes every job ended is the one that
-ends the batch and enqueues its callbacks, exactly once.
+write: the counts are exact whatever is later cleared, and the transaction
+whose count makes every job ended is the one that ends the batch and enqueues
+its callbacks, exactly once.
 
 Lock order: a transaction locks batch rows before semaphore and tally rows
 (enqueue, finalize, retry and discard all do), so that they cannot deadlock.
