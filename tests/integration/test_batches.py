@@ -38,6 +38,8 @@ def ended_jobs(batch_id):
     return batch.finished + batch.failed + batch.discarded
 
 
+# Chaos at scale: Django 6.1's lanes run it (scripts/test-matrix).
+@pytest.mark.slow
 def test_a_batch_of_ten_thousand_jobs_calls_back_once_while_workers_are_killed(
     start_supervisor,
 ):

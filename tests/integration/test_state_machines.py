@@ -21,6 +21,8 @@ def archived():
     return Article.objects.filter(state="archived").count()
 
 
+# Chaos at scale: Django 6.1's lanes run it (scripts/test-matrix).
+@pytest.mark.slow
 def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_supervisor):
     Article.objects.bulk_create(
         [Article(title=f"row {i}") for i in range(ROWS)], batch_size=1000
