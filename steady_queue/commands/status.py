@@ -1,5 +1,5 @@
-"""status: print live processes, job counts per queue and running batches,
-as text or JSON.
+"""status: print live processes, job counts per queue, running batches and
+state machines, as text or JSON.
 
 With --watch it redraws the screen every few seconds until Ctrl-C, as a live
 terminal view (django-q's qmonitor, say).
@@ -13,7 +13,7 @@ from django.db import DatabaseError
 from . import common
 
 NAME = "status"
-HELP = "Print live processes, job counts per queue and running batches."
+HELP = "Print live processes, job counts per queue, running batches and state machines."
 # Home the cursor and clear the screen (ANSI), before each redraw.
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 

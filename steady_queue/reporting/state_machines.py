@@ -1,5 +1,6 @@
 """Where the rows of each StatorModel stand: counts per state, and stuck rows."""
 
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 # A row still in a non-terminal state this long after entering it is shown as
@@ -9,28 +10,72 @@ STUCK_AFTER_SECONDS = 3600
 
 def state_machines_overview(now=None):
     """One entry per StatorModel: its label, rows per state (in the graph's
-    order, terminal states marked) and how many rows are stuck."""
-    from ..statemachines.models import rows_of, runnable_models
+    order, terminal states marked) and how many rows are stuck.
+
+    A model whose table cannot be read (not migrated yet, say) gets its
+    ``error`` instead of counts: the others are still worth showing.
+    """
+    from ..statemachines.models import runnable_models
 
     now = now or timezone.now()
-    overview = []
-    for model in runnable_models():
-        rows = rows_of(model)
-        counts = rows.counts_by_state()
-        graph = model.state_graph()
-        overview.append(
-            {
-                "label": model._meta.label,
-                "states": [
-                    {
-                        "name": state.name,
-                        "count": counts.get(state.name, 0),
-                        "terminal": state.terminal,
-                    }
-                    for state in graph.states.values()
-                ],
-                "stuck": rows.stuck(STUCK_AFTER_SECONDS, now).count(),
-                "stuck_after_seconds": STUCK_AFTER_SECONDS,
-            }
+    return [_model_overview(model, now) for model in runnable_models()]
+
+
+def _model_overview(model, now):
+    from ..statemachines.models import rows_of
+
+    rows = rows_of(model)
+    entry = {"label": model._meta.label, "stuck_after_seconds": STUCK_AFTER_SECONDS}
+    try:
+        # A savepoint inside a caller's transaction (an admin view under
+        # ATOMIC_REQUESTS): on PostgreSQL a failed read would otherwise
+        # abort the rest of the page's queries.
+        with transaction.atomic(using=rows.db):
+            counts = rows.counts_by_state()
+            stuck = rows.stuck(STUCK_AFTER_SECONDS, now).count()
+    except DatabaseError as error:
+        from ..commands.common import database_error_line
+
+        return {
+            **entry,
+            "states": [],
+            "stuck": None,
+            "error": database_error_line(error),
+        }
+    states = [
+        {
+            "name": state.name,
+            "count": counts.get(state.name, 0),
+            "terminal": state.terminal,
+        }
+        for state in model.state_graph().states.values()
+    ]
+    return {**entry, "states": states, "stuck": stuck}
+
+
+def state_machine_lines(overview):
+    """Text lines for the status command; none for a project without models."""
+    if not overview:
+        return []
+    lines = ["State machines (rows per state; * a terminal state):"]
+    width = max(len(machine["label"]) for machine in overview) + 2
+    for machine in overview:
+        if "error" in machine:
+            lines.append(
+                f"  {machine['label']:<{width}}cannot be read: {machine['error']} "
+                "(is the model's migration applied?)"
+            )
+            continue
+        states = ", ".join(
+            f"{state['name']}{'*' if state['terminal'] else ''} {state['count']}"
+            for state in machine["states"]
         )
-    return overview
+        stuck = machine["stuck"]
+        hours = machine["stuck_after_seconds"] / 3600
+        note = (
+            f"; {stuck} stuck (in a non-terminal state for over {hours:g} h)"
+            if stuck
+            else ""
+        )
+        lines.append(f"  {machine['label']:<{width}}{states}{note}")
+    return lines

@@ -1,5 +1,5 @@
-"""The status report: live processes, job counts per queue and running
-batches, as text or JSON."""
+"""The status report: live processes, job counts per queue, running batches
+and state machines, as text or JSON."""
 
 import json
 
@@ -9,6 +9,7 @@ from ..recurring.status import recurring_lines, recurring_status
 from ..states import TABLED, State, counts_by_state, is_estimate
 from .batches import batch_lines, batches_overview
 from .queues import queue_overview
+from .state_machines import state_machine_lines, state_machines_overview
 
 
 def collect_status(backend):
@@ -47,6 +48,8 @@ def collect_status(backend):
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
         "batches": batches_overview(db, now),
+        # Each in its own model's database (its router's), not only ``db``.
+        "state_machines": state_machines_overview(now),
         "warnings": unserved_queue_warnings(queues, workers),
     }
 
@@ -107,6 +110,11 @@ def print_status(backend, out, as_json=False):
     if batches:
         out.write("")
         for line in batches:
+            out.write(line)
+    machines = state_machine_lines(status["state_machines"])
+    if machines:
+        out.write("")
+        for line in machines:
             out.write(line)
     if status["recurring"]:
         out.write("")

@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 
 import steady_queue
@@ -189,3 +190,53 @@ def test_status_leaves_batches_out_when_there_are_none():
         "running_count": 0,
         "ended_last_hour": 0,
     }
+
+
+def test_status_counts_each_state_machines_rows_per_state_and_the_stuck():
+    from tests.stator_app.models import Article
+
+    long_ago = timezone.now() - timedelta(hours=2)
+    Article.objects.bulk_create(
+        [Article(), Article(state="archived"), Article(state="archived")]
+    )
+    Article.objects.create(state_changed_at=long_ago)
+
+    machines = {
+        m["label"]: m for m in json.loads(run("status", "--json"))["state_machines"]
+    }
+    text = run("status")
+
+    article = machines["stator_app.Article"]
+    assert [(s["name"], s["count"], s["terminal"]) for s in article["states"]] == [
+        ("new", 2, False),
+        ("published", 0, False),
+        ("archived", 2, True),
+        ("held", 0, False),
+    ]
+    assert article["stuck"] == 1
+    assert "State machines (rows per state; * a terminal state):" in text
+    assert (
+        "stator_app.Article  new 2, published 0, archived* 2, held 0; "
+        "1 stuck (in a non-terminal state for over 1 h)"
+    ) in text
+    assert "stator_app.Parcel   sent 0, arrived* 0\n" in text
+
+
+@pytest.mark.skipif(
+    connection.vendor == "mysql",
+    reason="MySQL commits DDL at once: the renamed table would outlive the test",
+)
+def test_status_names_a_state_machine_whose_table_cannot_be_read():
+    # As if the model's migration had not been applied; the test's transaction
+    # renames it back.
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE stator_app_parcel RENAME TO stator_app_gone")
+
+    text = run("status")
+
+    [line] = [line for line in text.splitlines() if "stator_app.Parcel" in line]
+    assert line.startswith("  stator_app.Parcel   cannot be read: ")
+    assert "stator_app_parcel" in line
+    assert line.endswith("(is the model's migration applied?)")
+    assert "  stator_app.Article  new 0, published 0, archived* 0, held 0" in text
+    assert "Queues:" in text
