@@ -30,9 +30,12 @@ COUNT_ENDED_SQL = (
     "failed = failed + %s, discarded = discarded + %s "
     "WHERE id = %s AND ended_at IS NULL"
 )
-# Where UPDATE ... RETURNING exists: whether that count made the batch done
-# (the new row's values), so only a done batch is read again to be ended.
-RETURNING_DONE = " RETURNING sealed AND size = finished + failed + discarded"
+# A batch row is done: its block has sealed it and every job has ended. In
+# the RETURNING of an UPDATE of the row, it reads the counts just written.
+DONE_SQL = "sealed AND size = finished + failed + discarded"
+# Where UPDATE ... RETURNING exists: whether that count made the batch done,
+# so only a done batch is read again to be ended.
+RETURNING_DONE = f" RETURNING {DONE_SQL}"
 
 
 class BatchQuerySet(QueueQuerySet):
@@ -148,7 +151,9 @@ class BatchQuerySet(QueueQuerySet):
 
     def running(self):
         """Batches whose block has committed and whose jobs have not all ended."""
-        return self.filter(sealed=True, ended_at=None)
+        from ..batches.status import BatchState
+
+        return self.in_state(BatchState.RUNNING)
 
     def ended_since(self, moment):
         return self.filter(ended_at__gte=moment)

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from ..dialects import refuses_the_row
 from ..dialects.postgresql import PostgreSQL
+from .batch import DONE_SQL as BATCH_DONE_SQL
 from .execution import Execution, ExecutionQuerySet
 from .job.outcomes import OUTCOME_COLUMNS, outcome_arrays
 from .job_tally import KEY as JOB_TALLY_KEY
@@ -66,7 +67,7 @@ DROP_FINISHED_JOBS = """
 # is updated (so two finishes cannot deadlock), and before tally rows: the
 # main query reads `counted`, while `tallied` and `written`, which nothing
 # reads, run after it.
-COUNT_IN_BATCHES = """,
+COUNT_IN_BATCHES = f""",
 locked AS MATERIALIZED (
     SELECT id FROM steady_queue_batches
     WHERE id IN (SELECT batch_id FROM outcome) AND ended_at IS NULL
@@ -80,9 +81,7 @@ counted AS (
     ) ended
     WHERE batch.id = locked.id AND batch.id = ended.batch_id
         AND batch.ended_at IS NULL
-    RETURNING batch.id,
-        batch.sealed AND batch.size = batch.finished + batch.failed + batch.discarded
-        AS done
+    RETURNING batch.id, {BATCH_DONE_SQL} AS done
 )
 SELECT job_id, NULL FROM released
 UNION ALL SELECT NULL, id FROM counted WHERE done
