@@ -8,11 +8,13 @@ from .decorators.on_commit import enqueue_on_commit
 from .decorators.retries import exponential, fixed, retry
 from .decorators.timeouts import timeout
 from .decorators.unique import unique
+from .pipeline.arguments import call_arguments
 
 __all__ = [
     "__version__",
     "add_to_batch",
     "batch",
+    "call_arguments",
     "enqueue_many",
     "enqueue_on_commit",
     "exponential",

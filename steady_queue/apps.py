@@ -13,7 +13,12 @@ class SteadyQueueConfig(AppConfig):
         # Importing the framework registers its system checks (django.tasks does
         # that on import); without it `manage.py check` skips our backend checks.
         from . import compat, log  # noqa: F401 - also connects the log receivers
-        from .checks import check_metrics_token, check_state_handlers
+        from .checks import (
+            check_metrics_token,
+            check_state_handlers,
+            check_task_packages,
+        )
 
         checks.register(check_metrics_token, checks.Tags.security, checks.Tags.urls)
         checks.register(check_state_handlers, checks.Tags.models)
+        checks.register(check_task_packages)

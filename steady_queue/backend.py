@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from . import checks
 from .batches.block import open_batch
+from .checks import refuse_if_not_installed
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -22,7 +23,7 @@ from .decorators.unique import unique_of
 from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
-from .pipeline.loader import is_project_module, load_task, missing_task
+from .pipeline.loader import load_task, missing_task, task_module_refusal
 from .pipeline.results import build_result
 from .states import TASK_RESULT_STATUS, with_state
 
@@ -48,6 +49,7 @@ class SteadyQueueBackend(BaseTaskBackend):
     def config(self):
         """The parsed OPTIONS; raises ImproperlyConfigured naming each bad key."""
         if self._config is None:
+            refuse_if_not_installed(self.alias)
             self._config = parse_options(self.options, self.alias)
         return self._config
 
@@ -115,15 +117,11 @@ class SteadyQueueBackend(BaseTaskBackend):
         """Check the task again (settings may have changed) and the OPTIONS."""
         self.validate_task(task)
         self.config  # noqa: B018 - a misconfigured backend must not write rows
-        module = task.func.__module__
-        if not is_project_module(module):
-            # Workers load tasks only from the project's packages (see
-            # pipeline.loader): refuse now what no worker would ever run.
-            raise InvalidTask(
-                f"{task.module_path} is defined in the module {module!r}, outside "
-                "the installed apps and the settings module's package, so no "
-                "worker would run it. Move it into an installed app."
-            )
+        refusal = task_module_refusal(task.func.__module__, task.module_path)
+        if refusal is not None:
+            # Workers load tasks by the same rule (pipeline.loader): refuse now
+            # what no worker would ever run.
+            raise InvalidTask(f"{refusal}. Nothing was enqueued.")
 
     def _enqueued(self, enqueued, task):
         job = enqueued.job

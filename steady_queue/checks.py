@@ -7,6 +7,7 @@ metrics view.
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
@@ -22,15 +23,39 @@ CONFIGURATION_DOCS = (
 )
 
 
+INSTALL_HINT = "Add 'steady_queue' to INSTALLED_APPS and run migrate."
+
+
+def not_installed_message(alias):
+    return (
+        f"TASKS[{alias!r}] uses SteadyQueueBackend, but 'steady_queue' is not in "
+        "INSTALLED_APPS."
+    )
+
+
+def refuse_if_not_installed(alias):
+    """Raise ImproperlyConfigured (E001's words) unless the app is installed.
+
+    Django runs a backend's checks only once django.tasks is imported, which
+    nothing does at `manage.py check` in a project whose tasks modules load
+    later; so every use of the backend asks this first, before its models
+    (which need the app) are imported.
+    """
+    if not apps.is_installed("steady_queue"):
+        raise ImproperlyConfigured(
+            f"{not_installed_message(alias)} {INSTALL_HINT} (system check "
+            "steady_queue.E001)"
+        )
+
+
 def check_backend(backend, databases=None, **kwargs):
     """Return the check messages for one configured backend."""
     messages = []
     if not apps.is_installed("steady_queue"):
         messages.append(
             checks.Error(
-                f"TASKS[{backend.alias!r}] uses SteadyQueueBackend, but 'steady_queue' "
-                "is not in INSTALLED_APPS.",
-                hint="Add 'steady_queue' to INSTALLED_APPS and run migrate.",
+                not_installed_message(backend.alias),
+                hint=INSTALL_HINT,
                 id="steady_queue.E001",
             )
         )
@@ -164,6 +189,31 @@ def check_metrics_token(app_configs=None, **kwargs):
                 "need it."
             ),
             id="steady_queue.W002",
+        )
+    ]
+
+
+def check_task_packages(app_configs=None, **kwargs):
+    """Error when STEADY_QUEUE_TASK_PACKAGES is not a list of package names."""
+    from .pipeline.loader import TASK_PACKAGES_SETTING
+
+    names = getattr(settings, TASK_PACKAGES_SETTING, [])
+    if isinstance(names, list | tuple) and all(
+        isinstance(name, str)
+        and name
+        and all(part.isidentifier() for part in name.split("."))
+        for name in names
+    ):
+        return []
+    return [
+        checks.Error(
+            f"settings.{TASK_PACKAGES_SETTING} must be a list of dotted package "
+            f"names, like ['modelsearch', 'mylib.jobs']; it is {names!r}.",
+            hint=(
+                "Name each package whose modules define tasks outside the "
+                "installed apps and the project package."
+            ),
+            id="steady_queue.E007",
         )
     ]
 

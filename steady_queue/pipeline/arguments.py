@@ -8,6 +8,11 @@ again when the job runs). A user dict that has the tag key itself is wrapped
 too, so it can never be mistaken for a tag. Anything else is refused at
 enqueue, naming the argument and its type. Never pickle: a job row can only
 ever produce these values.
+
+Results and signals show third-party code only JSON (``json_arguments``):
+what was passed, tuples as lists (as Django's own backends give them), and
+the tagged objects for the other types. Only the task's own call gets the
+rebuilt values.
 """
 
 import math
@@ -79,6 +84,50 @@ def decode_arguments(stored, load_rows=True):
     return [decode(value) for value in args], {
         name: decode(value) for name, value in kwargs.items()
     }
+
+
+def json_arguments(stored):
+    """Return ``(args, kwargs)`` as JSON values, for results and signals.
+
+    Plain JSON is returned as stored; tuples become lists, as Django's
+    normalize_json makes them; datetimes, Decimals, UUIDs, models and the like
+    stay the tagged objects they are stored as, e.g. ``{"__sq__": "decimal",
+    "v": "2.50"}``, which ``decode_arguments`` can rebuild.
+    """
+    args = stored.get("args", [])
+    kwargs = stored.get("kwargs", {})
+    if not stored.get(TAGGED):
+        return args, kwargs
+    return [_as_json(value) for value in args], {
+        name: _as_json(value) for name, value in kwargs.items()
+    }
+
+
+def call_arguments(result):
+    """Return ``(args, kwargs)`` of a TaskResult rebuilt as the task gets them.
+
+    Model instances are fetched again; tuples come back as lists, since the
+    result holds them so.
+    """
+    return decode_arguments(
+        {"args": result.args, "kwargs": result.kwargs, TAGGED: True}
+    )
+
+
+def _as_json(value):
+    if isinstance(value, list):
+        return [_as_json(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    name = value.get(TAG)
+    if name is None:
+        return {key: _as_json(item) for key, item in value.items()}
+    if name == "tuple":
+        return [_as_json(item) for item in value["v"]]
+    if name == "dict":
+        # Kept escaped: its own "__sq__" key must not read as a tag.
+        return {TAG: name, "v": {key: _as_json(v) for key, v in value["v"].items()}}
+    return value
 
 
 class _Encoder:

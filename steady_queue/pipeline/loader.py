@@ -2,19 +2,31 @@
 
 A row's ``task_path`` is data: anyone who can write to the jobs table can put
 any dotted path there. Importing a module runs its top-level code, so the path
-is checked against the project's own packages *before* anything is imported,
-and only objects made by ``@task`` are returned.
+is checked against the packages tasks may live in *before* anything is
+imported, and only objects made by ``@task`` are returned.
+
+One rule decides, at enqueue and in the worker alike (``task_module_refusal``):
+a task may live in
+
+- an installed app's package, or the package of an AppConfig an installed app
+  extends (``wagtail.search`` extends ``modelsearch``'s, whose tasks it runs);
+- the project package: the top-level package of the settings module, however
+  the settings are laid out (``mysite.settings.dev`` -> ``mysite``);
+- a package named in the ``STEADY_QUEUE_TASK_PACKAGES`` setting.
 """
 
-import sys
 from functools import cache
 
-from django.apps import apps
+from django.apps import AppConfig, apps
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ..compat import Task
 from ..exceptions import TaskNotFoundError
+
+TASK_PACKAGES_SETTING = "STEADY_QUEUE_TASK_PACKAGES"
 
 _loaded = {}
 
@@ -22,15 +34,16 @@ _loaded = {}
 def load_task(task_path):
     """Return the Task at ``task_path`` or raise TaskNotFoundError.
 
-    Nothing is imported unless the path lies in an installed app or in the
-    package holding the settings module; whatever the import raises (even
-    SystemExit) becomes TaskNotFoundError. Successful look-ups are cached per
-    process.
+    Nothing is imported unless the path lies in a package tasks may live in
+    (see the module's docstring); whatever the import raises (even SystemExit)
+    becomes TaskNotFoundError. Successful look-ups are cached per process.
     """
     task = _loaded.get(task_path)
     if task is not None:
         return task
-    refuse_paths_outside_the_project(task_path)
+    refusal = task_path_refusal(task_path)
+    if refusal is not None:
+        raise TaskNotFoundError(f"{refusal}; nothing was imported.")
     try:
         found = import_string(task_path)
     except ImportError as e:
@@ -72,41 +85,95 @@ def missing_task(*args, **kwargs):
     raise TaskNotFoundError("This job's task no longer exists; nothing was run.")
 
 
-def refuse_paths_outside_the_project(task_path):
-    """Raise TaskNotFoundError unless ``task_path`` may be imported to find a task."""
+def task_path_refusal(task_path):
+    """Why no task is loaded from ``task_path``, or None when one may be."""
     module_path = task_path.rpartition(".")[0] if isinstance(task_path, str) else ""
     parts = module_path.split(".")
     if not module_path or any(not part.isidentifier() for part in parts):
-        raise TaskNotFoundError(
-            f"{task_path!r} is not a dotted path to a task; nothing was imported."
-        )
+        return f"{task_path!r} is not a dotted path to a task"
+    return task_module_refusal(module_path, f"{task_path!r}")
+
+
+def task_module_refusal(module_path, what):
+    """Why tasks are not loaded from the module ``module_path``, or None.
+
+    ``what`` names the task in the sentence. Enqueue and the worker both ask
+    this, so a task is refused at enqueue exactly when no worker would run it.
+    """
+    parts = module_path.split(".")
     if any(part.startswith("__") for part in parts):
-        # __main__ modules run a command line when imported.
-        raise TaskNotFoundError(
-            f"{task_path!r} names a dunder module; tasks are never loaded from "
-            "one, so nothing was imported."
+        # __main__ modules run a command line when imported; a task defined in
+        # a script run as __main__ has no path another process could import.
+        return (
+            f"{what} is in the module {module_path!r}, a dunder module, which "
+            "tasks are never loaded from: define the task in a module of its own"
         )
-    if module_path in sys.modules or is_project_module(module_path):
-        return
-    raise TaskNotFoundError(
-        f"{task_path!r} is outside the project's packages (the installed apps and "
-        "the package of the settings module), so it was not imported. Define "
-        "tasks in an installed app."
-    )
-
-
-def is_project_module(module_path):
-    """Whether tasks may be loaded from this module (see load_task)."""
-    return any(
+    if any(
         module_path == package or module_path.startswith(package + ".")
-        for package in _project_packages()
+        for package in task_packages()
+    ):
+        return None
+    return (
+        f"{what} is in the module {module_path!r}, outside the packages tasks are "
+        f"loaded from ({describe_task_packages()}). If tasks of {parts[0]!r} "
+        f"should run, add it to the {TASK_PACKAGES_SETTING} setting, or move "
+        "the task into an installed app"
     )
 
 
 @cache
-def _project_packages():
-    packages = {config.name for config in apps.get_app_configs()}
-    settings_module = getattr(settings, "SETTINGS_MODULE", None)
-    if settings_module and "." in settings_module:
-        packages.add(settings_module.rpartition(".")[0])
-    return frozenset(packages)
+def task_packages():
+    """The packages tasks may live in, by the rule in the module's docstring."""
+    return frozenset(
+        {
+            *installed_app_packages(),
+            *filter(None, [project_package()]),
+            *extra_task_packages(),
+        }
+    )
+
+
+@receiver(setting_changed)
+def _forget_task_packages(setting, **kwargs):
+    # Tests change these settings with override_settings; a server never does.
+    if setting in {"INSTALLED_APPS", "SETTINGS_MODULE", TASK_PACKAGES_SETTING}:
+        task_packages.cache_clear()
+
+
+def installed_app_packages():
+    """Each installed app's package, and the packages of AppConfigs it extends."""
+    packages = set()
+    for config in apps.get_app_configs():
+        packages.add(config.name)
+        for base in type(config).__mro__[1:]:
+            if base is AppConfig:
+                break
+            packages.add(base.__module__.rpartition(".")[0] or base.__module__)
+    return packages
+
+
+def project_package():
+    """The top-level package of the settings module, or None if it has none."""
+    settings_module = getattr(settings, "SETTINGS_MODULE", None) or ""
+    if "." not in settings_module:
+        # A top-level settings.py: its directory is no package to trust.
+        return None
+    return settings_module.partition(".")[0]
+
+
+def extra_task_packages():
+    """The STEADY_QUEUE_TASK_PACKAGES setting's names (check E007 reports bad ones)."""
+    names = getattr(settings, TASK_PACKAGES_SETTING, ())
+    if isinstance(names, str) or not isinstance(names, list | tuple):
+        return []
+    return [name for name in names if isinstance(name, str) and name]
+
+
+def describe_task_packages():
+    """The sources of task packages, for error messages."""
+    project = project_package()
+    sources = ["the installed apps and the AppConfigs they extend"]
+    if project:
+        sources.append(f"the project package {project!r}")
+    sources.append(f"settings.{TASK_PACKAGES_SETTING}")
+    return ", ".join(sources[:-1]) + " and " + sources[-1]

@@ -2,7 +2,7 @@
 
 from ..compat import TaskError, TaskResult, TaskResultStatus
 from ..states import observe
-from .arguments import TAGGED, decode_arguments
+from .arguments import json_arguments
 
 
 def build_result(
@@ -13,7 +13,6 @@ def build_result(
     claimed_at=None,
     worker_ids=None,
     backend=None,
-    arguments=None,
 ):
     """Return the TaskResult for a job row as it stands, or as the caller knows it.
 
@@ -21,8 +20,9 @@ def build_result(
     states.with_state()'s annotations, if the row was loaded with them), so a
     result never depends on how its row was loaded. A caller that knows
     better (the worker running the job) passes ``status`` and ``claimed_at``.
-    ``arguments`` is ``(args, kwargs)`` already decoded; by default they are
-    decoded from the row, model instances holding only their primary key.
+    Its args and kwargs are JSON values (pipeline.arguments.json_arguments):
+    receivers of Django's signals and readers of results may be third-party
+    code that stores them as JSON. Only the task's call gets rebuilt values.
     """
     if status is None:
         observed = observe(job)
@@ -31,6 +31,7 @@ def build_result(
             worker_ids = [*job.worker_ids, observed.claimed_by]
     if worker_ids is None:
         worker_ids = list(job.worker_ids)
+    args, kwargs = json_arguments(job.arguments)
     result = TaskResult(
         task=task,
         id=str(job.pk),
@@ -39,19 +40,12 @@ def build_result(
         started_at=job.started_at or claimed_at,
         finished_at=job.finished_at if status in _FINISHED else None,
         last_attempted_at=claimed_at or job.last_attempted_at,
-        args=job.args,
-        kwargs=job.kwargs,
+        args=args,
+        kwargs=kwargs,
         backend=backend or job.backend_name,
         errors=[TaskError(**error) for error in job.errors],
         worker_ids=worker_ids,
     )
-    if job.arguments.get(TAGGED):
-        # TaskResult runs its args through normalize_json, which refuses
-        # datetimes, models and the like: it is built with the stored JSON,
-        # then given the values the task is (or was) called with.
-        args, kwargs = arguments or decode_arguments(job.arguments, load_rows=False)
-        object.__setattr__(result, "args", args)
-        object.__setattr__(result, "kwargs", kwargs)
     if status == TaskResultStatus.SUCCESSFUL:
         # _return_value is not an init field of the frozen dataclass.
         object.__setattr__(result, "_return_value", job.return_value)

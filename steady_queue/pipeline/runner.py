@@ -117,7 +117,6 @@ class JobRunner:
             status=TaskResultStatus.RUNNING,
             claimed_at=claim.claimed_at,
             worker_ids=[*claim.job.worker_ids, self.worker_id],
-            arguments=(args, kwargs),
         )
         task_started.send(self.backend_class, task_result=result)
         args = list(args)

@@ -138,12 +138,15 @@ class capture_enqueued:
 
 def _matching(results, task, args, kwargs, queue_name, count, where):
     path = _path_of(task)
+    # Results hold JSON (a model as its tagged primary key): compare the
+    # expected call in the same form, so args=[order] matches an Order.
+    json_args, json_kwargs = _as_results_hold_them(path, args, kwargs)
     found = [
         result
         for result in results
         if result.task.module_path == path
-        and (args is None or list(result.args) == list(args))
-        and (kwargs is None or result.kwargs == kwargs)
+        and (args is None or list(result.args) == json_args)
+        and (kwargs is None or result.kwargs == json_kwargs)
         and (queue_name is None or result.task.queue_name == queue_name)
     ]
     if found and (count is None or len(found) == count):
@@ -170,6 +173,13 @@ def _matching(results, task, args, kwargs, queue_name, count, where):
         f"Expected {expected} {where} job(s) for {wanted}; found {len(found)}. "
         f"The {where} jobs are:\n{seen}"
     )
+
+
+def _as_results_hold_them(path, args, kwargs):
+    from ..pipeline.arguments import json_arguments, serialize_arguments
+
+    stored = serialize_arguments(path, list(args or []), dict(kwargs or {}))
+    return json_arguments(stored)
 
 
 def _path_of(task):

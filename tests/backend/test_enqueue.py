@@ -64,11 +64,13 @@ def test_enqueue_with_run_after_in_the_past_is_ready_at_once():
     assert ReadyExecution.objects.filter(job_id=result.id).exists()
 
 
-def test_tuple_arguments_come_back_as_tuples():
+def test_tuple_arguments_read_back_as_lists_as_in_django():
+    # The task itself receives tuples (tests/pipeline/test_arguments.py).
     result = tasks.add.enqueue((1, 2), {"nested": (3,)})
     job = Job.objects.get(pk=result.id)
     assert job.arguments["tagged"] is True
-    assert tasks.add.get_result(result.id).args == [(1, 2), {"nested": (3,)}]
+    assert result.args == [[1, 2], {"nested": [3]}]
+    assert tasks.add.get_result(result.id).args == [[1, 2], {"nested": [3]}]
 
 
 def test_enqueue_sends_task_enqueued():

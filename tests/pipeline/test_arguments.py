@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 
+from steady_queue import call_arguments
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, FailedExecution, Job, ReadyExecution
 from steady_queue.pipeline.arguments import decode_arguments, serialize_arguments
@@ -102,17 +103,38 @@ def test_plain_json_arguments_are_stored_untagged_and_not_walked():
 
 
 @pytest.mark.django_db
-def test_get_result_shows_the_decoded_arguments():
+def test_results_show_json_values_that_call_arguments_rebuilds():
     user = User.objects.create(username="ada")
     values = [EXTRA_VALUES["aware"], EXTRA_VALUES["tuple"], user]
     result = tasks.describe_arguments.enqueue(*values, amount=Decimal("2.50"))
 
     read = tasks.describe_arguments.get_result(result.id)
-    assert read.args == values
-    assert read.kwargs == {"amount": Decimal("2.50")}
-    assert_identical(read.args[0], values[0])
-    assert type(read.args[2]) is User and read.args[2].username == "ada"
-    assert result.args == values
+    for shown in (result, read):
+        # JSON a third-party receiver can store; tuples as lists, as Django's.
+        assert json.loads(json.dumps([shown.args, shown.kwargs])) == [
+            shown.args,
+            shown.kwargs,
+        ]
+        assert shown.args == [
+            {"__sq__": "datetime", "v": values[0].isoformat(), "tz": "Europe/Paris"},
+            [1, "two", [3.0, None]],
+            {"__sq__": "model", "model": "auth.User", "pk": user.pk},
+        ]
+        assert shown.kwargs == {"amount": {"__sq__": "decimal", "v": "2.50"}}
+
+    args, kwargs = call_arguments(read)
+    assert_identical(args[0], values[0])
+    assert args[1] == [1, "two", [3.0, None]]
+    assert type(args[2]) is User and args[2].username == "ada"
+    assert kwargs == {"amount": Decimal("2.50")}
+
+
+@pytest.mark.django_db
+def test_a_users_dict_with_the_tag_key_stays_escaped_in_results():
+    value = {"__sq__": "model", "pk": (1,)}
+    result = tasks.describe_arguments.enqueue(value)
+    assert result.args == [{"__sq__": "dict", "v": {"__sq__": "model", "pk": [1]}}]
+    assert call_arguments(result)[0] == [{"__sq__": "model", "pk": [1]}]
 
 
 # Refused at enqueue
@@ -230,8 +252,9 @@ def test_a_model_argument_is_fetched_again_when_the_job_runs(run_supervisor, tmp
 @pytest.mark.parametrize(
     ("task_path", "fragment"),
     [
-        ("os.system", "'os.system' is a builtins.builtin_function_or_method, not a"),
-        ("subprocess.run", "'subprocess.run' is a builtins.function, not a task"),
+        ("os.system", "'os.system' is in the module 'os', outside the packages"),
+        ("subprocess.run", "'subprocess.run' is in the module 'subprocess', outside"),
+        ("tests.helpers.wait_for", "'tests.helpers.wait_for' is a builtins.function"),
         ("tests.no_such_module.task", "cannot be imported"),
         ("tests.tasks.no_such_task", "cannot be imported"),
     ],

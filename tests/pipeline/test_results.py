@@ -1,5 +1,6 @@
 """Running tasks and reading them back: get_result, statuses, errors, contexts."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -170,6 +171,50 @@ def test_signals_are_sent_around_the_run(run_supervisor):
     assert events == [
         ("started", TaskResultStatus.RUNNING, 1),
         ("finished", TaskResultStatus.SUCCESSFUL, 1),
+    ]
+
+
+def test_signal_receivers_get_json_values_only(run_supervisor, tmp_path):
+    # Third-party receivers (django-tasks-monitor) store args with json.dumps.
+    from django.contrib.auth.models import User
+
+    from steady_queue.compat import task_enqueued
+
+    user = User.objects.create(username="ada")
+    received = []
+
+    def receive(signal):
+        def receiver(sender, task_result, **kwargs):
+            received.append(
+                (signal, json.dumps([task_result.args, task_result.kwargs]))
+            )
+
+        return receiver
+
+    receivers = {
+        signal: receive(name)
+        for name, signal in [
+            ("enqueued", task_enqueued),
+            ("started", task_started),
+            ("finished", task_finished),
+        ]
+    }
+    for signal, receiver in receivers.items():
+        signal.connect(receiver)
+    try:
+        result = tasks.record_user.enqueue(str(tmp_path / "calls"), user)
+        run_supervisor()
+        finished(result)
+        wait_for(lambda: len(received) == 3)
+    finally:
+        for signal, receiver in receivers.items():
+            signal.disconnect(receiver)
+    # The task itself was called with the User (it returns its pk).
+    assert result.return_value == user.pk
+    model = {"__sq__": "model", "model": "auth.User", "pk": user.pk}
+    assert [(name, json.loads(dumped)) for name, dumped in received] == [
+        (name, [[str(tmp_path / "calls"), model], {}])
+        for name in ("enqueued", "started", "finished")
     ]
 
 

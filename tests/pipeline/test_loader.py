@@ -1,0 +1,200 @@
+"""Where tasks may live: one rule, at enqueue and in the worker (pipeline.loader).
+
+Each case builds real packages on disk: a library whose AppConfig an installed
+app extends (Wagtail's search app and modelsearch), a project package under a
+settings layout of several levels (``mysite.settings.dev``), a library named
+in STEADY_QUEUE_TASK_PACKAGES, and a module outside all of them that must
+never be imported.
+"""
+
+import sys
+import textwrap
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from steady_queue.backend import SteadyQueueBackend
+from steady_queue.checks import check_task_packages
+from steady_queue.compat import InvalidTask, TaskResultStatus
+from steady_queue.exceptions import TaskNotFoundError
+from steady_queue.models import Job
+from steady_queue.pipeline import loader
+from steady_queue.pipeline.loader import load_task, task_packages
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+TASK_MODULE = """
+from steady_queue.compat import task
+open({marker!r}, "a").close()
+
+@task
+def run(n):
+    return n * 2
+"""
+
+
+@pytest.fixture
+def packages(tmp_path, monkeypatch):
+    """Write modules under tmp_path, importable; forget them at teardown.
+
+    ``write("pkg/tasks.py")`` writes a task module (and the packages' empty
+    ``__init__`` files) that leaves a marker file when it is imported;
+    ``imported(name)`` says whether it was.
+    """
+    monkeypatch.syspath_prepend(str(tmp_path))
+    written = []
+
+    class Packages:
+        def write(self, path, text=None):
+            module = path.removesuffix(".py").replace("/", ".")
+            marker = tmp_path / f"{module}.imported"
+            file = tmp_path / path
+            file.parent.mkdir(parents=True, exist_ok=True)
+            for parent in file.relative_to(tmp_path).parents:
+                if str(parent) != ".":
+                    (tmp_path / parent / "__init__.py").touch()
+            file.write_text(
+                textwrap.dedent(text or TASK_MODULE.format(marker=str(marker)))
+            )
+            written.append(module.partition(".")[0])
+            return module
+
+        def imported(self, module):
+            return (tmp_path / f"{module}.imported").exists()
+
+    yield Packages()
+    task_packages.cache_clear()
+    for name in list(sys.modules):
+        if name.partition(".")[0] in written:
+            del sys.modules[name]
+    for path in list(loader._loaded):
+        if path.partition(".")[0] in written:
+            del loader._loaded[path]
+
+
+def enqueue_and_load(module):
+    """Enqueue the module's task, then load it back as a worker would."""
+    task = __import__(module, fromlist=["run"]).run
+    result = task.enqueue(21)
+    assert load_task(f"{module}.run") is task
+    return result
+
+
+def test_a_library_whose_app_config_an_installed_app_extends(packages):
+    # modelsearch is no installed app: wagtail.search's AppConfig extends its.
+    packages.write(
+        "sq_searchlib/apps.py",
+        "from django.apps import AppConfig\n"
+        "class SearchLibConfig(AppConfig):\n    name = 'sq_searchlib'\n",
+    )
+    packages.write(
+        "sq_cms/apps.py",
+        "from sq_searchlib.apps import SearchLibConfig\n"
+        "class CmsSearchConfig(SearchLibConfig):\n"
+        "    name = 'sq_cms'\n    label = 'sq_cms'\n",
+    )
+    module = packages.write("sq_searchlib/tasks.py")
+    with override_settings(
+        INSTALLED_APPS=[*_installed(), "sq_cms.apps.CmsSearchConfig"]
+    ):
+        result = enqueue_and_load(module)
+    assert result.status == TaskResultStatus.READY
+
+
+@pytest.mark.parametrize(
+    "settings_module",
+    ["sq_site.settings", "sq_site.settings.dev", "sq_site.conf.settings.local"],
+)
+def test_the_project_package_whatever_the_settings_layout(packages, settings_module):
+    module = packages.write("sq_site/tasks.py")
+    with override_settings(SETTINGS_MODULE=settings_module):
+        enqueue_and_load(module)
+
+
+def test_a_package_named_in_the_setting(packages):
+    module = packages.write("sq_reportlib/jobs/tasks.py")
+    __import__(module)
+    with pytest.raises(InvalidTask, match="STEADY_QUEUE_TASK_PACKAGES"):
+        sys.modules[module].run.enqueue(1)
+    assert not Job.objects.exists(), "a refused enqueue wrote a row"
+
+    with override_settings(STEADY_QUEUE_TASK_PACKAGES=["sq_reportlib"]):
+        enqueue_and_load(module)
+
+
+def test_the_refusal_names_the_module_and_the_setting_and_writes_nothing(packages):
+    module = packages.write("sq_elsewhere/tasks.py")
+    __import__(module)
+    with pytest.raises(InvalidTask) as refused:
+        sys.modules[module].run.enqueue(1)
+    message = str(refused.value)
+    assert "'sq_elsewhere.tasks'" in message
+    assert (
+        "If tasks of 'sq_elsewhere' should run, add it to the "
+        "STEADY_QUEUE_TASK_PACKAGES setting" in message
+    )
+    assert "Nothing was enqueued" in message
+    assert not Job.objects.exists()
+
+
+def test_a_worker_refuses_the_same_module_without_importing_it(packages):
+    module = packages.write("sq_elsewhere/tasks.py")
+    with pytest.raises(TaskNotFoundError, match="STEADY_QUEUE_TASK_PACKAGES"):
+        load_task(f"{module}.run")
+    assert not packages.imported(module)
+    with override_settings(STEADY_QUEUE_TASK_PACKAGES=["sq_elsewhere"]):
+        assert load_task(f"{module}.run").call(4) == 8
+    assert packages.imported(module)
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("os.system", "outside the packages tasks are loaded from"),
+        ("venv.__main__.main", "dunder module"),
+        ("tests.__main__.run", "dunder module"),
+        ("tests.tasks.not_a_task", "not a task"),
+    ],
+)
+def test_tampered_paths_are_refused(path, says):
+    with pytest.raises(TaskNotFoundError, match=says):
+        load_task(path)
+    assert "venv.__main__" not in sys.modules
+
+
+def test_the_setting_is_checked():
+    with override_settings(STEADY_QUEUE_TASK_PACKAGES="modelsearch"):
+        (error,) = check_task_packages()
+    assert error.id == "steady_queue.E007"
+    assert "'modelsearch'" in error.msg
+    for bad in (["ok", 3], ["not a.package"], [""]):
+        with override_settings(STEADY_QUEUE_TASK_PACKAGES=bad):
+            assert [e.id for e in check_task_packages()] == ["steady_queue.E007"]
+    with override_settings(STEADY_QUEUE_TASK_PACKAGES=["modelsearch", "a.b"]):
+        assert check_task_packages() == []
+
+
+def test_installed_app_tasks_still_run():
+    result = tasks.add.enqueue(1, 2)
+    assert load_task("tests.tasks.add") is tasks.add
+    assert result.status == TaskResultStatus.READY
+
+
+def test_without_the_app_installed_the_backend_says_so_before_writing():
+    backend = SteadyQueueBackend("default", {"OPTIONS": {}})
+    installed = [app for app in _installed() if app != "steady_queue"]
+    with override_settings(INSTALLED_APPS=installed):
+        with pytest.raises(ImproperlyConfigured) as refused:
+            backend.enqueue(tasks.add, (1, 2), {})
+    assert "'steady_queue' is not in INSTALLED_APPS" in str(refused.value)
+    assert "steady_queue.E001" in str(refused.value)
+    assert not Job.objects.exists()
+
+
+def _installed():
+    from django.conf import settings
+
+    return list(settings.INSTALLED_APPS)
