@@ -71,6 +71,18 @@ else:  # pragma: no cover - exercised by the Django 5.2 test run
     FRAMEWORK = "django_tasks"
     FRAMEWORK_APP = "django_tasks"
 
+# Wagtail 8 and other libraries define their tasks with the django-tasks
+# backport even on Django 6.x, where both frameworks are installed side by
+# side and share the TASKS setting: their Task objects reach our backend too.
+TASK_TYPES = (Task,)
+if FRAMEWORK == "django.tasks" and importlib.util.find_spec("django_tasks"):
+    try:
+        from django_tasks.base import Task as BackportTask
+    except ImportError:  # pragma: no cover - a django_tasks we do not know
+        pass
+    else:
+        TASK_TYPES = (Task, BackportTask)
+
 __all__ = [
     "DEFAULT_TASK_BACKEND_ALIAS",
     "DEFAULT_TASK_QUEUE_NAME",
@@ -78,6 +90,7 @@ __all__ = [
     "FRAMEWORK_APP",
     "TASK_MAX_PRIORITY",
     "TASK_MIN_PRIORITY",
+    "TASK_TYPES",
     "BaseTaskBackend",
     "InvalidTask",
     "InvalidTaskBackend",

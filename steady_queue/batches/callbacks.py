@@ -5,7 +5,7 @@ import logging
 
 from django.db import transaction
 
-from ..compat import Task
+from ..compat import TASK_TYPES
 from ..exceptions import BatchError
 
 logger = logging.getLogger("steady_queue")
@@ -31,7 +31,7 @@ def callback_specs(callbacks, database):
 def _spec(name, task, database):
     from ..backend import SteadyQueueBackend
 
-    if not isinstance(task, Task):
+    if not isinstance(task, TASK_TYPES):
         raise BatchError(
             f"{name} must be a task (a function decorated with @task), not {task!r}."
         )

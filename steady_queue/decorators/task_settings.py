@@ -8,7 +8,7 @@ the function) keeps them.
 import math
 from datetime import timedelta
 
-from ..compat import Task
+from ..compat import TASK_TYPES
 from ..durations import FORMS, parse_duration
 
 
@@ -19,7 +19,7 @@ def setting_decorator(name, attribute, value):
     """
 
     def decorate(target):
-        function = target.func if isinstance(target, Task) else target
+        function = target.func if isinstance(target, TASK_TYPES) else target
         if not callable(function):
             raise TypeError(f"@{name} decorates a task or a function, not {target!r}.")
         setattr(function, attribute, value)

@@ -23,7 +23,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from ..compat import Task
+from ..compat import TASK_TYPES
 from ..exceptions import TaskNotFoundError
 
 TASK_PACKAGES_SETTING = "STEADY_QUEUE_TASK_PACKAGES"
@@ -59,7 +59,7 @@ def load_task(task_path):
             f"Importing the task {task_path!r} raised {type(e).__name__}: {e}. "
             "Fix the module's import-time code, then retry the job."
         ) from e
-    if not isinstance(found, Task):
+    if not isinstance(found, TASK_TYPES):
         kind = type(found)
         raise TaskNotFoundError(
             f"{task_path!r} is a {kind.__module__}.{kind.__qualname__}, not a task; "

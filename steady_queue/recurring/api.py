@@ -1,6 +1,6 @@
 """Add, change and remove recurring tasks at runtime, and run one at once."""
 
-from ..compat import DEFAULT_TASK_BACKEND_ALIAS, Task
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS, TASK_TYPES
 from ..exceptions import RecurringTaskError, RecurringTaskNotFound
 from .specs import RecurringSpec, static_specs
 from .validation import problems
@@ -25,7 +25,7 @@ def schedule_recurring_task(
     ``task`` is a Task or its dotted path; ``backend`` defaults to the task's.
     Raises RecurringTaskError naming every problem, and then changes nothing.
     """
-    if isinstance(task, Task):
+    if isinstance(task, TASK_TYPES):
         task_path, alias = task.module_path, backend or task.backend
     else:
         task_path, alias = task, backend or DEFAULT_TASK_BACKEND_ALIAS

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field, replace
 
 from django.utils.module_loading import autodiscover_modules
 
-from ..compat import Task
+from ..compat import TASK_TYPES
 
 # What to do about ticks that passed while no scheduler ran: "skip" them, or
 # "run_latest": enqueue the latest one once when a scheduler starts.
@@ -64,7 +64,7 @@ def recurring(
     """
 
     def register(task):
-        if not isinstance(task, Task):
+        if not isinstance(task, TASK_TYPES):
             raise TypeError(
                 f"@recurring(key={key!r}) decorates {task!r}, which is not a task. "
                 "Put @recurring(...) above @task, so that it receives the Task."
