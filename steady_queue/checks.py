@@ -13,6 +13,7 @@ from django.utils.module_loading import import_string
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
+from .database_checks import check_liveness
 from .dialects import dialect_for
 from .recurring.checks import check_recurring
 
@@ -78,6 +79,8 @@ def check_backend(backend, databases=None, **kwargs):
         for error in errors
     )
     messages.extend(check_recurring(options))
+    if not errors:
+        messages.extend(check_liveness(options, backend.alias, databases))
     messages.extend(_check_database_not_shared(backend.alias))
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))

@@ -18,11 +18,8 @@ def metrics(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
     token; without it the view is open, so route it where only Prometheus
     can reach it (the system check steady_queue.W002 warns while it is open).
     """
-    token = getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None)
-    if token:
-        sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        if not hmac.compare_digest(sent.encode(), token.encode()):
-            return HttpResponseForbidden("A bearer token is required.\n")
+    if _metrics_token() and not _sent_the_metrics_token(request):
+        return HttpResponseForbidden("A bearer token is required.\n")
     text = metrics_module.collect(task_backends[backend])
     return HttpResponse(text, content_type=metrics_module.CONTENT_TYPE)
 
@@ -30,8 +27,32 @@ def metrics(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
 @require_GET
 def health(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
     """200 when the queue database answers, is migrated and a supervisor lives
-    (on any host); 503 otherwise. JSON names each check and what it found."""
+    (on any host); 503 otherwise.
+
+    Anyone may probe it, so an anonymous caller reads only the status: each
+    check's detail names database errors, hosts and missing migrations. Staff
+    users and callers sending the metrics token read every check.
+    """
     from .reporting.health import check_health
 
     found = check_health(task_backends[backend], this_host=False)
-    return JsonResponse(found.as_dict(), status=200 if found.ok else 503)
+    shown = found.as_dict() if _may_read_details(request) else found.summary()
+    return JsonResponse(shown, status=200 if found.ok else 503)
+
+
+def _may_read_details(request):
+    user = getattr(request, "user", None)
+    if user is not None and user.is_active and user.is_staff:
+        return True
+    return bool(_metrics_token()) and _sent_the_metrics_token(request)
+
+
+def _metrics_token():
+    return getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None)
+
+
+def _sent_the_metrics_token(request):
+    """Whether the request's bearer token is STEADY_QUEUE_METRICS_TOKEN (set)."""
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    # compare_digest: the time taken must not tell how much of it matched.
+    return hmac.compare_digest(sent.encode(), _metrics_token().encode())

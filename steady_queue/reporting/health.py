@@ -34,6 +34,13 @@ class Health:
     def ok(self):
         return all(check.ok for check in self.checks)
 
+    def summary(self):
+        """The status alone, and which checks failed, for anonymous callers."""
+        failed = [check.name for check in self.checks if not check.ok]
+        return (
+            {"status": "ok"} if self.ok else {"status": "unhealthy", "failed": failed}
+        )
+
     def as_dict(self):
         return {
             "status": "ok" if self.ok else "unhealthy",

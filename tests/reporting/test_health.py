@@ -76,13 +76,40 @@ def test_a_killed_supervisor_is_unhealthy_at_once_though_its_row_is_fresh():
     assert health("--anywhere")[0]
 
 
-def test_the_view_answers_200_or_503_with_each_check(client):
-    response = client.get("/steady_queue/health")
+def test_the_view_answers_200_or_503_with_each_check_to_staff(admin_client):
+    response = admin_client.get("/steady_queue/health")
     assert response.status_code == 503
     assert response.json()["status"] == "unhealthy"
     assert response.json()["checks"]["database"] == {"ok": True, "detail": "reachable"}
 
     supervisor()
-    response = client.get("/steady_queue/health")
+    response = admin_client.get("/steady_queue/health")
     assert response.status_code == 200
     assert response.json()["checks"]["supervisor"]["ok"] is True
+
+
+def test_an_anonymous_caller_reads_the_status_without_details(client):
+    # Details name hosts, roles and migrations: nothing for the public.
+    response = client.get("/steady_queue/health")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy", "failed": ["supervisor"]}
+
+    supervisor()
+    response = client.get("/steady_queue/health")
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+def test_the_metrics_token_reads_the_details(client, settings):
+    settings.STEADY_QUEUE_METRICS_TOKEN = "s3cret"
+    anonymous = client.get("/steady_queue/health")
+    wrong = client.get("/steady_queue/health", HTTP_AUTHORIZATION="Bearer no")
+    right = client.get("/steady_queue/health", HTTP_AUTHORIZATION="Bearer s3cret")
+    assert (
+        anonymous.json()
+        == wrong.json()
+        == {
+            "status": "unhealthy",
+            "failed": ["supervisor"],
+        }
+    )
+    assert "no supervisor anywhere" in right.json()["checks"]["supervisor"]["detail"]

@@ -1,0 +1,87 @@
+"""Checks of how the queue's database is set up for live processes.
+
+A process proves it lives by writing its heartbeat; the supervisor prunes one
+whose last heartbeat is older than ``process_alive_threshold``. Whatever makes
+heartbeat writes wait (SQLite's one write lock, held long by readers without
+WAL) can make a live process look dead: its claims are then failed while it
+still runs them.
+"""
+
+from django.core import checks
+from django.db import DatabaseError, connections
+
+from .dialects import dialect_for
+
+# Python's sqlite3 waits this long for the write lock unless OPTIONS say.
+SQLITE_DEFAULT_TIMEOUT = 5.0
+
+
+def check_liveness(options, alias, databases=None):
+    """W003 and W004 for one backend's OPTIONS; W003 needs database access."""
+    messages = list(_check_threshold(options, alias))
+    if databases and options.database in databases:
+        messages.extend(_check_sqlite_journal(options.database))
+    return messages
+
+
+def longest_heartbeat_wait(database):
+    """How long one heartbeat write may wait for a lock, in seconds (0: none)."""
+    connection = connections[database]
+    if not dialect_for(connection).serialises_writers:
+        # Row locks: a heartbeat updates its own row, which nobody else holds.
+        return 0.0
+    timeout = connection.settings_dict.get("OPTIONS", {}).get("timeout")
+    return float(SQLITE_DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
+def _check_threshold(options, alias):
+    interval = options.process_heartbeat_interval
+    wait = longest_heartbeat_wait(options.database)
+    # One beat may be missed (a slow poll, a restart of the connection) and the
+    # next may wait out the lock before it is written.
+    needed = 2 * interval + wait
+    if options.process_alive_threshold >= needed:
+        return []
+    waits = f" plus the {wait:g} s a write may wait for SQLite's lock" if wait else ""
+    return [
+        checks.Warning(
+            f"TASKS[{alias!r}]['OPTIONS']['process_alive_threshold'] "
+            f"({options.process_alive_threshold:g} s) is shorter than two "
+            f"heartbeat intervals ({interval:g} s each){waits}: a live process "
+            "whose heartbeat is late once is pruned, and the jobs it is running "
+            "are failed while they still run.",
+            hint=f"Set process_alive_threshold to at least {needed:g} s.",
+            id="steady_queue.W004",
+        )
+    ]
+
+
+def _check_sqlite_journal(database):
+    return sqlite_journal_warnings(connections[database], database)
+
+
+def sqlite_journal_warnings(connection, database):
+    """W003 when ``connection`` is to an SQLite file not in WAL mode."""
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return []
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            (mode,) = cursor.fetchone()
+    except DatabaseError:
+        return []  # unreachable: E005 and the connection's own error say so
+    if mode.lower() == "wal":
+        return []
+    return [
+        checks.Warning(
+            f"The SQLite database {database!r} uses the {mode!r} journal, in "
+            "which a reader blocks every writer: a long admin page or report "
+            "delays heartbeats and claims, and a live worker can be pruned.",
+            hint=(
+                'Turn on WAL: add "init_command": "PRAGMA journal_mode=WAL;" '
+                f"to DATABASES[{database!r}]['OPTIONS'] (it is kept in the "
+                'database file), and a "timeout" of 20 s.'
+            ),
+            id="steady_queue.W003",
+        )
+    ]

@@ -1,0 +1,65 @@
+"""W003 and W004: how the queue's database is set up for live processes."""
+
+import pytest
+from django.db import connection, connections
+
+from steady_queue.conf import parse_options
+from steady_queue.database_checks import (
+    check_liveness,
+    longest_heartbeat_wait,
+    sqlite_journal_warnings,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def warnings_for(databases=None, **options):
+    return check_liveness(parse_options(options), "default", databases)
+
+
+def test_a_threshold_of_two_heartbeats_and_the_lock_wait_is_enough():
+    wait = longest_heartbeat_wait("default")
+    threshold = 2 * 60 + wait
+    assert warnings_for(process_alive_threshold=threshold) == []
+    assert warnings_for() == [], "the defaults (60 s, 300 s) are safe"
+
+
+def test_a_threshold_a_late_heartbeat_can_outrun_is_warned():
+    (warning,) = warnings_for(process_heartbeat_interval=10, process_alive_threshold=15)
+    assert warning.id == "steady_queue.W004"
+    assert "['process_alive_threshold'] (15 s)" in warning.msg
+    assert "two heartbeat intervals (10 s each)" in warning.msg
+    wait = longest_heartbeat_wait("default")
+    assert warning.hint == f"Set process_alive_threshold to at least {20 + wait:g} s."
+
+
+def test_sqlite_counts_its_busy_timeout_in_the_wait():
+    if connection.vendor != "sqlite":
+        assert longest_heartbeat_wait("default") == 0
+        return
+    timeout = connection.settings_dict["OPTIONS"].get("timeout", 5.0)
+    assert longest_heartbeat_wait("default") == timeout
+    (warning,) = warnings_for(process_heartbeat_interval=1, process_alive_threshold=5)
+    assert f"the {timeout:g} s a write may wait for SQLite's lock" in warning.msg
+
+
+def test_an_sqlite_database_without_wal_is_warned(tmp_path):
+    if connection.vendor != "sqlite":
+        pytest.skip("the journal is SQLite's")
+    import sqlite3
+
+    path = tmp_path / "rollback.sqlite3"
+    sqlite3.connect(path).execute("PRAGMA journal_mode=DELETE").fetchall()
+    # A connection to it as Django would make one, without WAL's init_command.
+    rollback = type(connections["default"])(
+        {**connection.settings_dict, "NAME": str(path), "OPTIONS": {}}, "rollback"
+    )
+    try:
+        (warning,) = sqlite_journal_warnings(rollback, "rollback")
+    finally:
+        rollback.close()
+    assert warning.id == "steady_queue.W003"
+    assert "uses the 'delete' journal" in warning.msg
+    assert "PRAGMA journal_mode=WAL;" in warning.hint
+    # The test database runs in WAL, as the docs advise: nothing to say.
+    assert warnings_for(["default"], process_alive_threshold=600) == []
