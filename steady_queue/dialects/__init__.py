@@ -23,8 +23,9 @@ def dialect_for(connection):
 
 
 def is_lock_conflict(error):
-    """Whether a database error is a lock conflict (deadlock, lock wait) that is
-    safe to retry. Asked of every family: the error does not say its database."""
+    """Whether a database error is a lock conflict (deadlock, lock wait, or a
+    statement cut off by a statement timeout) that is safe to retry. Asked of
+    every family: the error does not say its database."""
     return any(dialect.is_lock_conflict(error) for dialect in DIALECTS.values())
 
 

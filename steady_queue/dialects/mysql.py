@@ -4,9 +4,11 @@ from django.db import transaction
 
 from .base import Dialect
 
-# 1205 lock wait timeout, 1213 deadlock: the statement or transaction was
-# rolled back and may run again.
-LOCK_CONFLICT_CODES = {1205, 1213}
+# 1205 lock wait timeout, 1213 deadlock, 1969 statement cut off by MariaDB's
+# max_statement_time, 3024 by MySQL's max_execution_time (most often while it
+# waited for a lock): the statement or transaction was rolled back and may run
+# again. Never a reason to give up on a row.
+LOCK_CONFLICT_CODES = {1205, 1213, 1969, 3024}
 
 # 2006 server has gone away, 2013 lost connection during query, 2014 commands
 # out of sync, 2055 lost connection at the handshake: the connection is gone.

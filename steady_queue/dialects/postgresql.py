@@ -4,9 +4,10 @@ import functools
 
 from .base import Dialect
 
-# 40P01 deadlock detected, 55P03 lock not available: the transaction was
-# rolled back and may run again.
-LOCK_CONFLICT_STATES = {"40P01", "55P03"}
+# 40P01 deadlock detected, 55P03 lock not available, 57014 statement cut off
+# (statement_timeout, most often while it waited for a lock): the transaction
+# was rolled back and may run again. Never a reason to give up on a row.
+LOCK_CONFLICT_STATES = {"40P01", "55P03", "57014"}
 
 # Class 08 (connection exception) and 57P01-57P03 (the server is shutting
 # down or restarting): the connection is gone, whatever the statement was.
