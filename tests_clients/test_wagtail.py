@@ -201,6 +201,7 @@ def test_tasks_monitor_records_a_task_called_with_a_model_instance(site, home):
     )
     assert record.status == TaskResultStatus.SUCCESSFUL, complaints
     assert record.finished_at is not None
+    assert len(record.args) == 1, record.args
     assert str(home.pk) in json.dumps(record.args), record.args
 
 
