@@ -1,11 +1,13 @@
 """Wagtail 8 on steady_queue, with django-tasks-monitor, as a site runs them.
 
 Pages are published through the admin (the page form, posted by Django's test
-client) and through Wagtail's API, and a document is deleted, so Wagtail
-enqueues its task types: search index (modelsearch.tasks), reference index,
-frontend cache purge and file deletion. One `manage.py steady_queue start
---once` then runs them all. Wagtail's fifth task type, the image focal point,
-needs OpenCV (a 50 MB wheel) to run, so it is left out.
+client) and through Wagtail's API, and a document is uploaded in the admin, so
+Wagtail enqueues its search index (modelsearch.tasks), reference index and
+frontend cache purge tasks; `manage.py steady_queue start --once` runs them.
+The document is then deleted in the admin, and a second run deletes its file
+(Wagtail's file deletion task). Wagtail's fifth task type, the image focal
+point, needs OpenCV (a 50 MB wheel) to run, so it is left out. The tasks of
+the site's own code run in runs of their own, so each test says what broke.
 
 Django's apps are ready only once the `site` fixture has set the site up, so
 models and tasks are imported inside the fixtures and tests.
@@ -160,7 +162,7 @@ def test_search_finds_the_published_pages(worker, admin_page, api_pages):
 
     found = {page.slug for page in Page.objects.live().search(SEARCH_WORD)}
     published = {page.slug for page in [admin_page, *api_pages]}
-    assert found == published
+    assert found == published, f"Searching {SEARCH_WORD!r} found {sorted(found)}"
     answer = Client().get("/search/", {"query": SEARCH_WORD}).content.decode()
     for page in [admin_page, *api_pages]:
         assert page.title in answer, f"/search/ does not list {page.title!r}"
@@ -169,7 +171,7 @@ def test_search_finds_the_published_pages(worker, admin_page, api_pages):
 def test_the_published_pages_were_purged_from_the_frontend_cache(
     worker, purge_server, admin_page, api_pages
 ):
-    purged = {path for host, path in purge_server.purged}
+    purged = {path for _host, path in purge_server.purged}
     for page in [admin_page, *api_pages]:
         assert page.url in purged, f"{page.url} not purged; purged: {sorted(purged)}"
 
