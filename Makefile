@@ -7,7 +7,14 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 DJANGO_dj61 := Django==6.1.*
 DJANGO_dj60 := Django==6.0.*
 DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
-EXTRAS := postgres,pymysql,test
+# The clients lane (tests_clients/): a Wagtail 8 site with django-tasks-monitor, on
+# the newest Django Wagtail 8 lists; pinned, so their next releases do not move it.
+DJANGO_wagtail := Django==6.1.* wagtail==8.0.* django-tasks-monitor==0.1.0
+# What a venv installs beside its Django: our package with the suite's extras, and
+# the docs and lint tools; the clients lane only what its site and pytest need.
+WITH := -e ".[postgres,pymysql,test]" sphinx ruff
+WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
+	"pytest-timeout==2.4.*"
 
 .PHONY: test test-fast demo bench bench-scale docs lint clean env chromium
 .PRECIOUS: $(VENVS)/%/.installed
@@ -16,18 +23,20 @@ $(VENVS)/%/.installed: pyproject.toml
 	@echo "==> creating $(VENVS)/$* ($(DJANGO_$*))"
 	@rm -rf $(VENVS)/$*
 	@$(PYTHON) -m venv $(VENVS)/$*
-	@$(VENVS)/$*/bin/pip install $(PIP_FLAGS) -e ".[$(EXTRAS)]" $(DJANGO_$*) sphinx ruff
+	@$(VENVS)/$*/bin/pip install $(PIP_FLAGS) $(or $(WITH_$*),$(WITH)) $(DJANGO_$*)
 	@touch $@
 
 env: $(VENVS)/dj61/.installed
 
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
-# PostgreSQL, 6.0 on SQLite, then the docs (warnings are errors), then the
-# packaging checks (build, twine check, metadata, the sdist's own tests).
-# The three virtualenvs and Chromium are installed side by side.
+# PostgreSQL, 6.0 on SQLite, the Wagtail site of tests_clients/ on PostgreSQL and
+# SQLite, then the docs (warnings are errors), then the packaging checks (build,
+# twine check, metadata, the sdist's own tests).
+# The four virtualenvs and Chromium are installed side by side.
 test:
-	@$(MAKE) --no-print-directory -j4 $(VENVS)/dj61/.installed \
-		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed chromium
+	@$(MAKE) --no-print-directory -j5 $(VENVS)/dj61/.installed \
+		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed \
+		$(VENVS)/wagtail/.installed chromium
 	@bash scripts/test-matrix
 	@$(MAKE) --no-print-directory docs
 	@bash scripts/check-package
@@ -56,7 +65,7 @@ docs: $(VENVS)/dj61/.installed
 	@echo "==> docs built in build/docs (no warnings)"
 
 lint: $(VENVS)/dj61/.installed
-	@$(VENVS)/dj61/bin/ruff check steady_queue tests bench example_project
+	@$(VENVS)/dj61/bin/ruff check steady_queue tests tests_clients bench example_project
 
 clean:
 	rm -rf $(VENVS) build docs/_build
