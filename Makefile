@@ -31,15 +31,14 @@ env: $(VENVS)/dj61/.installed
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
 # PostgreSQL, 6.0 on SQLite, the Wagtail site of tests_clients/ on PostgreSQL and
 # SQLite, then the docs (warnings are errors), then the packaging checks (build,
-# twine check, metadata, the sdist's own tests).
+# twine check, metadata, the sdist's own tests): scripts/test-suite runs each
+# step even when one failed, and ends with every step's verdict.
 # The four virtualenvs and Chromium are installed side by side.
 test:
 	@$(MAKE) --no-print-directory -j5 $(VENVS)/dj61/.installed \
 		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed \
 		$(VENVS)/wagtail/.installed chromium
-	@bash scripts/test-matrix
-	@$(MAKE) --no-print-directory docs
-	@bash scripts/check-package
+	@bash scripts/test-suite
 
 chromium:
 	@bash scripts/install-chromium

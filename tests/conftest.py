@@ -12,7 +12,7 @@ from django.db import connection
 
 from steady_queue.compat import task_backends
 
-from .helpers import wait_for
+from .helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +81,7 @@ class SupervisorProcess:
         self.popen.send_signal(number)
 
     def wait(self, timeout=30):
-        return self.popen.wait(timeout=timeout)
+        return self.popen.wait(timeout=scaled(timeout))
 
     def log(self):
         return Path(self.log_path).read_text()

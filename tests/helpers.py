@@ -1,10 +1,24 @@
 """Test helpers: wait for a condition with a deadline, never sleep and hope."""
 
+import os
 import time
+
+# Deadlines are stretched by this factor on a loaded machine (scripts/test-matrix
+# sets 3: four lanes share two cores, and other work may run beside them). A
+# wait ends as soon as its condition holds, so a longer deadline costs nothing
+# unless the test is failing anyway.
+TIME_SCALE = float(os.environ.get("SQ_TEST_TIME_SCALE", "1"))
+
+
+def scaled(seconds):
+    """A deadline of ``seconds`` on an idle machine, stretched by TIME_SCALE."""
+    return seconds * TIME_SCALE
 
 
 def wait_for(predicate, timeout=10.0, interval=0.02, message=None):
-    """Return predicate()'s first truthy value, or fail after ``timeout`` seconds."""
+    """Return predicate()'s first truthy value, or fail after ``timeout`` seconds
+    (times TIME_SCALE)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

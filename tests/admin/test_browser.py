@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from steady_queue.models import Job, Pause, Process
 from tests.factories import make_job
-from tests.helpers import wait_for
+from tests.helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "screenshots"
@@ -52,7 +52,7 @@ def browser():
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.implicitly_wait(5)
+    driver.implicitly_wait(scaled(5))
     SHOTS.mkdir(parents=True, exist_ok=True)
     yield driver
     driver.quit()
@@ -193,8 +193,9 @@ def test_an_operator_cancels_a_running_job(
         message="a worker registered",
     )
     notes = tmp_path / "notes"
-    # Left alone it would succeed in 5 s; cancelled, it never does.
-    result = tasks.runs_for.enqueue(str(notes), 5)
+    # Left alone it would succeed in 60 s (a loaded machine may take seconds
+    # to log in and open the page); cancelled, it never does.
+    result = tasks.runs_for.enqueue(str(notes), 60)
     wait_for(lambda: notes.exists(), timeout=20, message="the job started")
 
     log_in(browser, live_server)

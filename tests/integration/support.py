@@ -115,6 +115,7 @@ def wait_for_log(supervisor, text, timeout=20):
 def wait_for_exit(supervisor, timeout=30):
     """Wait for a supervisor to exit; return its exit code."""
     try:
+        # SupervisorProcess.wait stretches the deadline on a loaded machine.
         return supervisor.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise AssertionError(
