@@ -29,3 +29,12 @@ def wait_for(predicate, timeout=10.0, interval=0.02, message=None):
                 message or f"condition not met within {timeout}s: {predicate!r}"
             )
         time.sleep(interval)
+
+
+def check_messages(alias="default", **kwargs):
+    """A backend's system check messages that the test settings do not silence
+    (they silence W004: the suite's supervisors heartbeat every second)."""
+    from steady_queue.compat import task_backends
+
+    found = task_backends[alias].check(**kwargs)
+    return [message for message in found if not message.is_silenced()]

@@ -3,13 +3,11 @@
 import pytest
 from django.core import checks
 
-from steady_queue.compat import task_backends
+from .helpers import check_messages
 
 
 def messages(**kwargs):
-    """The backend's messages that the test settings do not silence."""
-    found = task_backends["default"].check(**kwargs)
-    return [message for message in found if not message.is_silenced()]
+    return check_messages(**kwargs)
 
 
 def test_a_valid_configuration_reports_nothing():

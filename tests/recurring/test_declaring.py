@@ -3,17 +3,17 @@
 import pytest
 from django.core import checks
 
-from steady_queue.compat import task_backends
 from steady_queue.recurring import recurring
 from steady_queue.recurring.specs import scheduler_is_needed, static_specs
 
 from .. import tasks
+from ..helpers import check_messages
 
 SETTINGS_ENTRY = "TASKS['default']['OPTIONS']['recurring']"
 
 
 def messages():
-    return task_backends["default"].check()
+    return check_messages()
 
 
 def by_id(found):
