@@ -89,6 +89,15 @@ def add_arguments(parser):
 
 
 def handle(command, options):
+    from ..processes.signal_handlers import restored_afterwards
+
+    # Run in-process (call_command), the caller gets its own handlers back.
+    with restored_afterwards():
+        return run(command, options)
+
+
+def run(command, options):
+    """Start what the options ask for, in this process, until it stops."""
     from ..exceptions import DuplicateSupervisorError
     from ..processes.fork_supervisor import ForkSupervisor
     from ..processes.supervisor import child_specs

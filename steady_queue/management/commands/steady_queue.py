@@ -15,6 +15,7 @@ from ...commands import (
     common,
     discard,
     health,
+    keywords,
     pause,
     resume,
     retry,
@@ -61,10 +62,12 @@ class Command(BaseCommand):
         actions = parser.add_subparsers(dest="action", metavar="ACTION")
         start.add_default_arguments(parser)
         owners = {}
+        self.parsers = {None: parser}
         for subcommand in SUBCOMMANDS:
             subparser = actions.add_parser(
                 subcommand.NAME, help=subcommand.HELP, allow_abbrev=False
             )
+            self.parsers[subcommand.NAME] = subparser
             subcommand.add_arguments(subparser)
             common.add_backend_option(subparser, suppress=True)
             for option in subparser._option_string_actions:
@@ -75,4 +78,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         name = options.get("action") or start.NAME
         subcommand = next(each for each in SUBCOMMANDS if each.NAME == name)
+        # call_command() hands keyword options over unread: read them here.
+        options = keywords.read_keywords(
+            name,
+            self.parsers[None],
+            self.parsers[name],
+            options,
+            self.base_stealth_options + self.stealth_options,
+        )
         subcommand.handle(self, options)
