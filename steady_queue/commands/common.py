@@ -68,7 +68,7 @@ def database_error_line(error):
 
 
 def add_job_filters(parser):
-    """Add the options that pick jobs (retry, discard): queue, task, ids, all."""
+    """Add the options that pick jobs (retry, discard, cancel): queue, task, id, all."""
     parser.add_argument("--queue", help="Only jobs of this queue.")
     parser.add_argument("--task", help="Only jobs of this task path.")
     # dest is the option's own name, so call_command(..., id=3) finds it.
