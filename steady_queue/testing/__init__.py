@@ -18,13 +18,20 @@ With pytest, the ``steady_queue_jobs`` fixture offers the same as methods.
 """
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_enqueued
+from .recurring import RecurringRun, next_recurring_run, run_recurring
+from .state_machines import run_state_machines
 
 __all__ = [
+    "RUNAWAY_LIMIT",
     "CapturedJobs",
+    "RecurringRun",
     "assert_enqueued",
     "capture_enqueued",
     "enqueued",
+    "next_recurring_run",
     "run_pending",
+    "run_recurring",
+    "run_state_machines",
 ]
 
 
@@ -150,7 +157,7 @@ class capture_enqueued:
         with capture_enqueued() as captured:
             checkout(order)
         captured.assert_enqueued(send_order_confirmation, count=1)
-        assert captured[0].run_after is None
+        assert captured[0].task.run_after is None
     """
 
     def __enter__(self):
