@@ -40,10 +40,11 @@ SUBCOMMANDS = (
 
 class Command(BaseCommand):
     help = (
-        "Run steady_queue's supervisor (workers, dispatchers and, if there are "
-        "recurring tasks, a scheduler), or with a subcommand show its status, "
-        "pause or resume a queue, retry or discard failed jobs, cancel running "
-        "ones, clear finished jobs, or check the configuration."
+        "Run steady_queue's supervisor (workers, dispatchers, a scheduler if "
+        "there are recurring tasks, and a state runner if there are "
+        "StatorModels), or with a subcommand show its status, pause or resume "
+        "a queue, retry or discard failed jobs, cancel running ones, clear "
+        "finished jobs, or check the configuration."
     )
 
     def get_version(self):
