@@ -113,6 +113,23 @@ class BatchNotFound(SteadyQueueError, LookupError):
     """No batch has the given id."""
 
 
+class RunawayJobsError(SteadyQueueError):
+    """run_pending() ran its limit of jobs and jobs were still due: a task that
+    enqueues itself (or tasks that enqueue each other) never lets it end."""
+
+    def __init__(self, ran, due_by_task):
+        self.ran = ran
+        self.due_by_task = due_by_task
+        due = ", ".join(f"{path} ({count})" for path, count in due_by_task.items())
+        super().__init__(
+            f"run_pending() ran {ran} jobs and jobs are still due: {due}. A task "
+            "that enqueues itself (or tasks that enqueue each other) never lets "
+            "the queue empty. If the test means to run more jobs, raise the "
+            f"bound: run_pending(runaway_limit={ran * 10}); to run a fixed "
+            "number, pass max_tasks=N."
+        )
+
+
 def error_payload(exception_class, message):
     """Return a TaskError-shaped dict for an error that has no traceback."""
     path = f"{exception_class.__module__}.{exception_class.__qualname__}"

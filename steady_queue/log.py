@@ -9,6 +9,9 @@ from . import signals
 from .compat import task_finished, task_started
 
 logger = logging.getLogger("steady_queue")
+# The per-job lines, apart: silence them alone with its level, process events
+# stay (docs/commands.rst, Logging).
+job_logger = logging.getLogger("steady_queue.jobs")
 
 
 @receiver(signals.process_started)
@@ -75,7 +78,7 @@ def log_recurring_task_enqueued(sender, key, run_at, task_result, **kwargs):
 @receiver(task_started)
 def log_job_started(sender, task_result, **kwargs):
     if _ours(sender):
-        logger.debug(
+        job_logger.debug(
             "job %s %s started (queue %s, attempt %s)",
             task_result.id,
             task_result.task.module_path,
@@ -91,7 +94,7 @@ def log_job_finished(sender, task_result, **kwargs):
     started, ended = task_result.last_attempted_at, task_result.finished_at
     took = f" in {(ended - started).total_seconds():.3f} s" if started and ended else ""
     error = task_result.errors[-1].exception_class_path if task_result.errors else ""
-    logger.log(
+    job_logger.log(
         logging.INFO if task_result.status == "SUCCESSFUL" else logging.WARNING,
         "job %s %s %s%s%s",
         task_result.id,

@@ -370,3 +370,9 @@ def fan_out(batch_id, count):
         for number in range(count):
             batch_member.enqueue(number)
     return count
+
+
+@task
+def enqueues_itself():
+    """Enqueues its own next run: a queue with it never empties."""
+    enqueues_itself.enqueue()

@@ -62,12 +62,23 @@ class ConfirmationTests(TestCase):
 
 
 def code_blocks(page):
-    """The ``.. code-block:: python`` bodies of a docs page, dedented."""
+    """The ``.. code-block:: python`` bodies of a docs page, dedented.
+
+    A body ends at the first line indented less than its own first line (a
+    block inside a definition list is followed by more of the list's text).
+    """
     text = (DOCS / page).read_text()
-    blocks = re.findall(
-        r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", text, flags=re.MULTILINE
-    )
-    return [textwrap.dedent(block).strip() + "\n" for block in blocks]
+    blocks = []
+    for match in re.finditer(r"^( *)\.\. code-block:: python\n\n", text, re.M):
+        lines = text[match.end() :].splitlines(keepends=True)
+        indent = len(lines[0]) - len(lines[0].lstrip(" "))
+        body = []
+        for line in lines:
+            if line.strip() and len(line) - len(line.lstrip(" ")) < indent:
+                break
+            body.append(line)
+        blocks.append(textwrap.dedent("".join(body)).strip() + "\n")
+    return blocks
 
 
 def block_with(page, marker):

@@ -68,10 +68,13 @@ def database_error_line(error):
 
 
 def add_job_filters(parser):
-    """Add the options that pick jobs (retry, discard): queue, task, ids, all."""
+    """Add the options that pick jobs (retry, discard, cancel): queue, task, id, all."""
     parser.add_argument("--queue", help="Only jobs of this queue.")
     parser.add_argument("--task", help="Only jobs of this task path.")
-    parser.add_argument("--id", type=int, action="append", dest="ids", help="A job id.")
+    # dest is the option's own name, so call_command(..., id=3) finds it.
+    parser.add_argument(
+        "--id", type=int, action="append", help="A job id (repeatable)."
+    )
     parser.add_argument(
         "--all", action="store_true", help="Every job in that state (no filter)."
     )
@@ -83,7 +86,7 @@ def picked_executions(backend, verb, options, state="failed"):
     default (``state`` names the table: failed, ready, scheduled or blocked)."""
     from ..states import State, execution_models
 
-    if not (options["queue"] or options["task"] or options["ids"] or options["all"]):
+    if not (options["queue"] or options["task"] or options["id"] or options["all"]):
         raise CommandError(
             f"Say which {state} jobs to {verb}: --queue, --task, --id, or --all."
         )
@@ -92,26 +95,37 @@ def picked_executions(backend, verb, options, state="failed"):
         failed = failed.for_queue(options["queue"])
     if options["task"]:
         failed = failed.for_task(options["task"])
-    if options["ids"]:
-        failed = failed.filter(job_id__in=options["ids"])
+    if options["id"]:
+        failed = failed.filter(job_id__in=options["id"])
     return failed
 
 
 def add_queue_argument(parser):
     """Add the queue name pause and resume act on."""
-    parser.add_argument("queue", help="The queue's name.")
+    queue = parser.add_argument("queue", help="The queue's name.")
+    # Required in effect (set_paused() says so when it is missing), but not to
+    # argparse: call_command() passes a required argument given as a keyword
+    # (queue="mail") by its option string, which a positional lacks, and
+    # retry's --queue shares its name, so queue="mail" given to retry would
+    # fail too (ValueError: min() iterable argument is empty).
+    queue.required = False
 
 
 def set_paused(command, options, paused):
     """Pause (or resume) the named queue and say whether that changed anything."""
     from ..models import Pause
 
+    verb = "paused" if paused else "resumed"
+    queue = options["queue"]
+    if not queue:
+        raise CommandError(
+            f"Say which queue is to be {verb}: `manage.py steady_queue "
+            f"{verb.removesuffix('d')} NAME`."
+        )
     backend = steady_queue_backend(options["backend"])
     pauses = Pause.objects.using(backend.database)
-    queue = options["queue"]
     if paused:
         warn_if_unknown_queue(command, backend, queue)
-    verb = "paused" if paused else "resumed"
     changed = pauses.pause(queue) if paused else pauses.resume(queue)
     if changed:
         command.stdout.write(f"Queue {queue!r} {verb}.")

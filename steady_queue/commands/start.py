@@ -89,6 +89,15 @@ def add_arguments(parser):
 
 
 def handle(command, options):
+    from ..processes.signal_handlers import restored_afterwards
+
+    # Run in-process (call_command), the caller gets its own handlers back.
+    with restored_afterwards():
+        return run(command, options)
+
+
+def run(command, options):
+    """Start what the options ask for, in this process, until it stops."""
     from ..exceptions import DuplicateSupervisorError
     from ..processes.fork_supervisor import ForkSupervisor
     from ..processes.supervisor import child_specs
@@ -184,8 +193,8 @@ def run_in_this_process(command, backend, config, options):
 
 
 def configure_logging(verbosity, log_format="text"):
-    """Show steady_queue's log, and the task framework's, on stderr in one
-    format, unless the project routes them already."""
+    """Show steady_queue's log, and the task framework's failures, on stderr
+    in one format, unless the project routes them already."""
     from ..compat import FRAMEWORK
     from ..log import formatter_for
 
@@ -194,10 +203,17 @@ def configure_logging(verbosity, log_format="text"):
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter_for(log_format))
-    # Django's own line per task comes from its framework's logger.
-    for logger in (ours, logging.getLogger(FRAMEWORK)):
+    debug = verbosity > 1
+    # The framework logs a job's start and end at INFO, as ours logs its end
+    # (with its duration): its failures only, with their tracebacks, unless
+    # -v 2 asks for everything.
+    levels = {
+        ours: logging.DEBUG if debug else logging.INFO,
+        logging.getLogger(FRAMEWORK): logging.DEBUG if debug else logging.WARNING,
+    }
+    for logger, level in levels.items():
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False
 
 

@@ -25,6 +25,11 @@ class ExecutionQuerySet(QueueQuerySet):
         rows = self.values_list(self.queue_field).annotate(oldest=Min("created_at"))
         return dict(rows.order_by())
 
+    def counts_by_task(self):
+        """Return {task path: number of rows}."""
+        rows = self.values_list("job__task_path").annotate(count=Count("pk"))
+        return dict(rows.order_by())
+
     def for_jobs(self, jobs):
         """The executions of a Job queryset (a filtered admin list)."""
         return self.filter(job_id__in=jobs.values("pk"))

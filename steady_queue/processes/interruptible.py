@@ -42,6 +42,16 @@ class Interruptible:
                 woken = True
         return self._drain() or woken
 
+    def wait_readable(self, fileno):
+        """Wait until ``fileno`` has input (True) or a wake-up comes (False)."""
+        if self._wake_read is None:
+            return False
+        try:
+            readable = select.select([fileno, self._wake_read], [], [])[0]
+        except InterruptedError:
+            readable = []
+        return not self._drain() and fileno in readable
+
     def _drain(self):
         """Consume pending wake-ups; return whether there were any."""
         drained = False

@@ -7,6 +7,7 @@ from django.db import connections
 
 from ..dialects import dialect_for
 from ..models.base import READY_CHANNEL
+from .interruptible import Interruptible
 
 logger = logging.getLogger("steady_queue")
 
@@ -22,7 +23,7 @@ def listen_connect_params(database):
     return {key: value for key, value in params.items() if key not in DJANGO_ONLY_KEYS}
 
 
-class ReadyListener:
+class ReadyListener(Interruptible):
     """LISTENs on its own connection and calls ``on_ready`` for each notification.
 
     Polling stays on as the fallback: while this connection is down (or when the
@@ -30,6 +31,7 @@ class ReadyListener:
     """
 
     def __init__(self, database, on_ready, name="listener"):
+        super().__init__()
         self.database = database
         self.on_ready = on_ready
         self.name = name
@@ -47,9 +49,16 @@ class ReadyListener:
         self._thread.start()
 
     def stop(self):
+        """End the thread now, whether it waits for a notification or to reconnect."""
         self._stopped.set()
+        self.wake_up()
         if self._thread is not None:
             self._thread.join(timeout=3)
+            if self._thread.is_alive():
+                # Still selecting on the pipe: closing it could hand its number
+                # to a new socket under that select(). The daemon thread keeps it.
+                return
+        self.close_wake_pipe()
 
     def _run(self):
         failures = 0
@@ -67,7 +76,7 @@ class ReadyListener:
                     str(error).strip().splitlines()[0] if str(error).strip() else error,
                     delay,
                 )
-                self._stopped.wait(delay)
+                self.interruptible_sleep(delay)
 
     def _listen(self):
         import psycopg
@@ -77,6 +86,27 @@ class ReadyListener:
             connection.execute(f"LISTEN {READY_CHANNEL}")
             # Jobs may have become ready while no one listened.
             self.on_ready()
+            # One select() on the socket and the wake-up pipe: stop() ends the
+            # wait at once. A stop flag checked between timed waits held the
+            # stop up to the wait's length (a second, on every worker's
+            # shutdown), and stop() closing the connection would race the
+            # select() in this thread (the closed socket's number can be
+            # reused at once). A wake-up written before the select() starts
+            # stays in the pipe, so a stop between the check and the wait
+            # is not lost.
             while not self._stopped.is_set():
-                for _ in connection.notifies(timeout=1.0, stop_after=1):
-                    self.on_ready()
+                if self.wait_readable(connection.fileno()):
+                    self._receive(connection.pgconn)
+
+    def _receive(self, pgconn):
+        """Read what the server sent; call ``on_ready`` once if it notified.
+
+        A closed connection raises here (consume_input fails), and _run()
+        reconnects.
+        """
+        pgconn.consume_input()
+        notified = False
+        while pgconn.notifies() is not None:
+            notified = True
+        if notified:
+            self.on_ready()

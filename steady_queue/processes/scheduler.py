@@ -83,8 +83,11 @@ class Scheduler(Poller):
         tasks = RecurringTask.objects.using(self.database)
         tasks.sync_static(self.backend.alias, list(valid.values()))
 
-    def load_tasks(self, *, catch_up):
-        """Read the task table; plan new and re-timed tasks, drop removed ones."""
+    def load_tasks(self, *, catch_up, now=None):
+        """Read the task table; plan new and re-timed tasks, drop removed ones.
+
+        Ticks are planned from ``now`` (default: the current time) on.
+        """
         from ..models import RecurringExecution, RecurringTask
 
         rows = list(
@@ -103,7 +106,7 @@ class Scheduler(Poller):
             if replanned
             else {}
         )
-        now = timezone.now()
+        now = now or timezone.now()
         plans = {}
         for row in rows:
             if row.key in unchanged:
@@ -133,15 +136,24 @@ class Scheduler(Poller):
         self.unreadable.pop(row.key, None)
         return schedule
 
-    def enqueue_due_ticks(self):
-        now = timezone.now()
+    def enqueue_due_ticks(self, now=None):
+        """Enqueue every tick due at ``now`` (default: the current time);
+        return the TaskResults of the jobs this scheduler enqueued."""
+        now = now or timezone.now()
+        enqueued = []
         for plan in list(self.plans.values()):
             while not self.stopping and (run_at := plan.next_due(now)) is not None:
-                self.enqueue_tick(plan, run_at)
+                result = self.enqueue_tick(plan, run_at)
+                if result is not None:
+                    enqueued.append(result)
                 plan.done(run_at)
+        return enqueued
 
     def enqueue_tick(self, plan, run_at):
-        """Enqueue one tick unless another scheduler did; log a task that fails."""
+        """Enqueue one tick unless another scheduler did; log a task that fails.
+
+        Return the job's TaskResult, or None.
+        """
         try:
             result = plan.task.enqueue_tick(run_at)
         except DatabaseError:
@@ -158,7 +170,7 @@ class Scheduler(Poller):
                 type(error).__name__,
                 error,
             )
-            return
+            return None
         if result is not None:
             send_hook(
                 signals.recurring_task_enqueued,
@@ -167,6 +179,7 @@ class Scheduler(Poller):
                 run_at=run_at,
                 task_result=result,
             )
+        return result
 
     def clear_old_ticks(self):
         from ..models import RecurringExecution

@@ -43,6 +43,9 @@ class StateRunner(Poller):
         self.outcomes = collections.deque()
         # Models are tried in turn, so one busy model does not starve the others.
         self.next_model = 0
+        # Off when handlers run on the caller's connection (steady_queue.testing):
+        # closing it would end a test's transaction.
+        self.manage_connections = True
 
     def metadata(self):
         return {
@@ -97,7 +100,7 @@ class StateRunner(Poller):
     def run_handler(self, row):
         """On a pool thread: the State the row's handler moves it to, or None."""
         graph = row.state_graph()
-        close_old_connections()
+        self.close_old_connections()
         try:
             state = graph.get(row.state)
             if state.handler_function is None:
@@ -116,6 +119,10 @@ class StateRunner(Poller):
             )
             return None
         finally:
+            self.close_old_connections()
+
+    def close_old_connections(self):
+        if self.manage_connections:
             close_old_connections()
 
     def completed(self, outcome):

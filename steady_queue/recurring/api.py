@@ -71,17 +71,22 @@ def run_now(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
 
     The job is not a tick: the schedule goes on as before.
     """
+    return recurring_task(key, backend=backend).enqueue_now()
+
+
+def recurring_task(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
+    """The RecurringTask of ``key``: its stored row, or (for a static task no
+    scheduler has stored yet) an unsaved one built from its declaration."""
     from ..models import RecurringTask
 
     steady = _steady_queue_backend(backend)
     row = RecurringTask.objects.using(steady.database).filter(key=key).first()
     if row is None:
-        # A static task no scheduler has stored yet.
         spec = next((s for s in static_specs(steady.config) if s.key == key), None)
         if spec is None:
             raise RecurringTaskNotFound(f"No recurring task has the key {key!r}.")
         row = RecurringTask.from_spec(spec, static=True)
-    return row.enqueue_now()
+    return row
 
 
 def _steady_queue_backend(alias):

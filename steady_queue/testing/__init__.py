@@ -18,18 +18,34 @@ With pytest, the ``steady_queue_jobs`` fixture offers the same as methods.
 """
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_enqueued
+from .recurring import RecurringRun, next_recurring_run, run_recurring
+from .state_machines import run_state_machines
 
 __all__ = [
+    "RUNAWAY_LIMIT",
     "CapturedJobs",
+    "RecurringRun",
     "assert_enqueued",
     "capture_enqueued",
     "enqueued",
+    "next_recurring_run",
     "run_pending",
+    "run_recurring",
+    "run_state_machines",
 ]
 
 
+#: How many jobs run_pending() runs, without max_tasks, before it decides
+#: that a task keeps enqueuing jobs and raises RunawayJobsError.
+RUNAWAY_LIMIT = 1000
+
+
 def run_pending(
-    backend=DEFAULT_TASK_BACKEND_ALIAS, *, max_tasks=None, run_scheduled=False
+    backend=DEFAULT_TASK_BACKEND_ALIAS,
+    *,
+    max_tasks=None,
+    run_scheduled=False,
+    runaway_limit=RUNAWAY_LIMIT,
 ):
     """Run every job that is due now, until none is left; return how many ran.
 
@@ -40,18 +56,42 @@ def run_pending(
     once, so a task's retries run to their end. A job's failure does not
     raise here: read it from its result, as in production. ``@timeout``
     cannot interrupt a job run this way.
+
+    ``max_tasks`` stops after that many jobs. Without it, a run that reaches
+    ``runaway_limit`` jobs with jobs still due raises RunawayJobsError, naming
+    their tasks: a task that enqueues itself would otherwise run forever.
     """
+    from ..exceptions import RunawayJobsError
     from ..processes.burst import Burst
 
     queue_backend = _steady_queue_backend(backend)
     burst = Burst(
         queue_backend,
         queue_backend.config.workers,
-        max_tasks=max_tasks,
+        max_tasks=runaway_limit if max_tasks is None else max_tasks,
         inline=True,
         run_scheduled=run_scheduled,
     )
-    return burst.start()
+    ran = burst.start()
+    if max_tasks is None and ran >= runaway_limit:
+        due = _due_by_task(queue_backend.database, run_scheduled)
+        if due:
+            raise RunawayJobsError(ran, due)
+    return ran
+
+
+def _due_by_task(database, run_scheduled):
+    """{task path: jobs} of the jobs run_pending() would still run."""
+    from collections import Counter
+
+    from ..models import ReadyExecution, ScheduledExecution
+
+    scheduled = ScheduledExecution.objects.using(database)
+    if not run_scheduled:
+        scheduled = scheduled.due()
+    ready = ReadyExecution.objects.using(database)
+    due = Counter(ready.counts_by_task()) + Counter(scheduled.counts_by_task())
+    return dict(due.most_common())
 
 
 def enqueued(task=None, *, queue_name=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
@@ -117,7 +157,7 @@ class capture_enqueued:
         with capture_enqueued() as captured:
             checkout(order)
         captured.assert_enqueued(send_order_confirmation, count=1)
-        assert captured[0].run_after is None
+        assert captured[0].task.run_after is None
     """
 
     def __enter__(self):

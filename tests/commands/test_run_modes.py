@@ -188,19 +188,23 @@ def test_log_format_json_writes_one_object_per_line(start_supervisor):
     from steady_queue.compat import FRAMEWORK
 
     result = tasks.add.enqueue(2, 3)
+    failed = tasks.fail.enqueue("logged")
 
     code, log = finished(start_supervisor("start", "--once", "--log-format", "json"))
 
     assert code == 0, log
     records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     assert {"time", "level", "logger", "message"} <= set(records[0])
-    ours = [r for r in records if r["logger"] == "steady_queue"]
+    jobs = [r["message"] for r in records if r["logger"] == "steady_queue.jobs"]
     assert any(
-        r["message"].startswith(f"job {result.id} tests.tasks.add SUCCESSFUL in ")
-        for r in ours
-    ), ours
-    # Django's own per-task line comes out in the same format.
-    assert any(r["logger"] == FRAMEWORK for r in records), records
+        m.startswith(f"job {result.id} tests.tasks.add SUCCESSFUL in ") for m in jobs
+    ), jobs
+    # One line per job: Django's own lines only for the failure, with its
+    # traceback, in the same format.
+    django = [r for r in records if r["logger"] == FRAMEWORK]
+    assert [r["level"] for r in django] == ["ERROR"], django
+    assert f"id={failed.id}" in django[0]["message"]
+    assert "ValueError: logged" in django[0]["traceback"]
 
 
 def test_text_logs_are_dated_and_levelled(start_supervisor):

@@ -240,6 +240,19 @@ def other_connection_ids():
         return [row[0] for row in cursor.fetchall()]
 
 
+def listening_connection_ids():
+    """Server-side ids of the connections LISTENing for ready jobs (PostgreSQL)."""
+    from steady_queue.models.base import READY_CHANNEL
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = %s",
+            [f"LISTEN {READY_CHANNEL}"],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def terminate_other_connections():
     """Cut every other connection to the test database; return how many."""
     ids = other_connection_ids()

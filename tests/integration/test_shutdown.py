@@ -11,9 +11,11 @@ from steady_queue.models import ClaimedExecution
 from ..helpers import wait_for
 from .support import (
     enqueue_sleeps,
+    listening_connection_ids,
     live_group_members,
     rows,
     statuses,
+    vendor,
     wait_for_boot,
     wait_for_exit,
     wait_for_log,
@@ -144,4 +146,24 @@ def test_interrupt_is_graceful_and_a_second_one_forces_exit(start_supervisor, mo
     assert code == 0
     assert seconds < 15, "the second INT did not force the exit"
     assert_handed_back(sleepers)
+    assert_stopped_cleanly(supervisor)
+
+
+# An idle supervisor exits in a few hundredths of a second on SQLite and
+# MariaDB. On PostgreSQL each worker's LISTEN thread used to notice its stop
+# flag only once a second, so TERM right after boot took ~1 s; the margin
+# leaves room for a loaded 2-core machine.
+IDLE_EXIT_DEADLINE = 0.5
+
+
+def test_an_idle_supervisor_exits_promptly_on_term(start_supervisor):
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    if vendor() == "postgresql":
+        wait_for(listening_connection_ids, message="the worker LISTENs")
+
+    code, took = stop_and_time(supervisor, signal.SIGTERM)
+
+    assert code == 0
+    assert took < IDLE_EXIT_DEADLINE, f"the idle supervisor took {took:.3f}s to exit"
     assert_stopped_cleanly(supervisor)

@@ -156,7 +156,7 @@ def test_each_job_that_ends_is_logged_with_its_duration(caplog):
 
     run_pending()
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "steady_queue"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "steady_queue.jobs"]
     assert any(
         line.startswith(f"job {added.id} tests.tasks.add SUCCESSFUL in ")
         and line.endswith(" s")
@@ -196,3 +196,28 @@ def test_a_failed_jobs_logged_traceback_starts_in_the_task():
     # Of ours, only the frame that called the task: the same as the traceback
     # stored on the job.
     assert logged.count("steady_queue/pipeline/runner.py") == 1
+
+
+def test_run_pending_stops_a_task_that_enqueues_itself_with_its_name():
+    from steady_queue.exceptions import RunawayJobsError
+
+    tasks.enqueues_itself.enqueue()
+
+    with pytest.raises(RunawayJobsError) as raised:
+        run_pending(runaway_limit=20)
+
+    message = str(raised.value)
+    assert message.startswith(
+        "run_pending() ran 20 jobs and jobs are still due: "
+        "tests.tasks.enqueues_itself (1)."
+    )
+    assert "run_pending(runaway_limit=200)" in message
+    # max_tasks is a bound of its own: reaching it is no error.
+    assert run_pending(max_tasks=5) == 5
+
+
+def test_run_pending_may_run_exactly_its_runaway_limit():
+    for number in range(5):
+        tasks.add.enqueue(number, 1)
+
+    assert run_pending(runaway_limit=5) == 5

@@ -15,6 +15,7 @@ from ...commands import (
     common,
     discard,
     health,
+    keywords,
     pause,
     resume,
     retry,
@@ -39,10 +40,11 @@ SUBCOMMANDS = (
 
 class Command(BaseCommand):
     help = (
-        "Run steady_queue's supervisor (workers, dispatchers and, if there are "
-        "recurring tasks, a scheduler), or with a subcommand show its status, "
-        "pause or resume a queue, retry or discard failed jobs, cancel running "
-        "ones, clear finished jobs, or check the configuration."
+        "Run steady_queue's supervisor (workers, dispatchers, a scheduler if "
+        "there are recurring tasks, and a state runner if there are "
+        "StatorModels), or with a subcommand show its status, pause or resume "
+        "a queue, retry or discard failed jobs, cancel running ones, clear "
+        "finished jobs, or check the configuration."
     )
 
     def get_version(self):
@@ -61,10 +63,12 @@ class Command(BaseCommand):
         actions = parser.add_subparsers(dest="action", metavar="ACTION")
         start.add_default_arguments(parser)
         owners = {}
+        self.parsers = {None: parser}
         for subcommand in SUBCOMMANDS:
             subparser = actions.add_parser(
                 subcommand.NAME, help=subcommand.HELP, allow_abbrev=False
             )
+            self.parsers[subcommand.NAME] = subparser
             subcommand.add_arguments(subparser)
             common.add_backend_option(subparser, suppress=True)
             for option in subparser._option_string_actions:
@@ -75,4 +79,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         name = options.get("action") or start.NAME
         subcommand = next(each for each in SUBCOMMANDS if each.NAME == name)
+        # call_command() hands keyword options over unread: read them here.
+        options = keywords.read_keywords(
+            name,
+            self.parsers[None],
+            self.parsers[name],
+            options,
+            self.base_stealth_options + self.stealth_options,
+        )
         subcommand.handle(self, options)
