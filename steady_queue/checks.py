@@ -1,7 +1,7 @@
 """System checks for a SteadyQueueBackend: app installed, OPTIONS valid, locking.
 
-Also the project-wide ones: backend aliases sharing a database, and an open
-metrics view.
+Also the project-wide ones: recurring keys of backend aliases that share a
+database, and an open metrics view.
 """
 
 from django.apps import apps
@@ -81,7 +81,7 @@ def check_backend(backend, databases=None, **kwargs):
     messages.extend(check_recurring(options))
     if not errors:
         messages.extend(check_liveness(options, backend.alias, databases))
-    messages.extend(_check_database_not_shared(backend.alias))
+    messages.extend(_check_recurring_keys_not_shared(backend.alias))
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))
         messages.extend(_check_migrated(options.database))
@@ -115,37 +115,47 @@ def _check_locking(alias):
     ]
 
 
-def _check_database_not_shared(alias):
-    """An error when an earlier steady_queue alias uses this alias's database.
+def _check_recurring_keys_not_shared(alias):
+    """An error per recurring key this alias shares with an earlier alias that
+    keeps its jobs in the same database.
 
-    Reported once per extra alias: the first alias in TASKS that uses a
-    database owns it, and each later one is named with it.
+    Several aliases may share a database, and its table of recurring tasks:
+    a key there names one task, run by one alias's scheduler. Reported on the
+    later alias, as E015 (a key used more than once).
     """
-    databases = _steady_queue_databases()
+    databases = steady_queue_databases()
     database = databases.get(alias)
-    for other, other_database in databases.items():
-        if other == alias:
-            return []
-        if other_database == database:
-            return [
+    sharing = [other for other, db in databases.items() if db == database]
+    if alias not in sharing or sharing.index(alias) == 0:
+        return []
+    keys = _static_keys(alias)
+    messages = []
+    for other in sharing[: sharing.index(alias)]:
+        for key in sorted(keys & _static_keys(other)):
+            messages.append(
                 checks.Error(
-                    f"TASKS[{alias!r}] and TASKS[{other!r}] both keep their jobs in "
-                    f"the database {database!r} (OPTIONS['database']): a worker "
-                    "started for either alias claims the jobs enqueued through "
-                    "both.",
-                    hint=(
-                        "Give each alias its own database. Or, if the aliases "
-                        "share their jobs on purpose, add 'steady_queue.E004' to "
-                        "SILENCED_SYSTEM_CHECKS: a worker of either alias then "
-                        "runs the jobs of both, with its own options."
-                    ),
-                    id="steady_queue.E004",
+                    f"The recurring task key {key!r} is declared for "
+                    f"TASKS[{alias!r}] and TASKS[{other!r}], which keep their "
+                    f"jobs in the same database {database!r}: one key names one "
+                    "task there, so the aliases' schedulers would overwrite "
+                    "each other's.",
+                    hint="Give each alias's schedule its own key.",
+                    id="steady_queue.E015",
                 )
-            ]
-    return []
+            )
+    return messages
 
 
-def _steady_queue_databases():
+def _static_keys(alias):
+    """The keys of an alias's static recurring tasks (none if its OPTIONS are
+    invalid: E002 reports that)."""
+    from .recurring.specs import static_specs
+
+    options, errors = read_options(settings.TASKS[alias].get("OPTIONS") or {}, alias)
+    return set() if errors else {spec.key for spec in static_specs(options)}
+
+
+def steady_queue_databases():
     """{TASKS alias: database alias} of every SteadyQueueBackend, in TASKS order."""
     from .backend import SteadyQueueBackend
 

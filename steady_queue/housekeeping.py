@@ -10,7 +10,7 @@ from .compat import task
 @task
 def clear_finished_jobs(backend="default"):
     """Delete the backend's successful jobs, and its ended batches, older than
-    clear_finished_jobs_after.
+    its clear_finished_jobs_after (other aliases' are left to them).
 
     Scheduled by OPTIONS["clear_finished_jobs_schedule"]; returns how many
     were deleted, so each run's result says what it did.
@@ -20,8 +20,12 @@ def clear_finished_jobs(backend="default"):
 
     options = task_backends[backend].config
     before = timezone.now() - timedelta(seconds=options.clear_finished_jobs_after)
-    deleted = Job.objects.using(options.database).clear_finished(before)
-    batches = Batch.objects.using(options.database).clear_ended(before)
+    # Only this alias's: another alias on the database keeps its own jobs for
+    # as long as its own clear_finished_jobs_after says.
+    jobs = Job.objects.using(options.database).for_backend(backend)
+    deleted = jobs.clear_finished(before)
+    batches = Batch.objects.using(options.database).for_backend(backend)
+    batches = batches.clear_ended(before)
     return {
         "deleted": deleted,
         "batches_deleted": batches,

@@ -1,11 +1,11 @@
-"""Project-wide checks: backend aliases sharing a database, an open metrics view."""
+"""Project-wide checks: aliases sharing a database, an open metrics view."""
 
+import copy
 from io import StringIO
 
 import pytest
 from django.core import checks
-from django.core.management import CommandError, call_command
-from django.core.management.base import SystemCheckError
+from django.core.management import call_command
 from django.urls import include, path
 from django.views.decorators.cache import never_cache
 
@@ -34,51 +34,63 @@ def ids(messages):
     return [message.id for message in messages]
 
 
-def test_the_test_settings_aliases_do_not_share_a_database():
-    for alias in ("default", "separate"):
-        assert "steady_queue.E004" not in ids(task_backends[alias].check())
+def shared_recurring(settings, default_recurring, other_recurring, **other_options):
+    tasks = copy.deepcopy(shared_tasks(settings))
+    tasks["default"]["OPTIONS"] = {
+        **tasks["default"]["OPTIONS"],
+        "recurring": default_recurring,
+    }
+    tasks["other"]["OPTIONS"] = {
+        **tasks["other"]["OPTIONS"],
+        "recurring": other_recurring,
+        **other_options,
+    }
+    return tasks
 
 
-def test_two_aliases_on_one_database_are_an_error_on_the_second(settings):
-    settings.TASKS = shared_tasks(settings)
-    assert "steady_queue.E004" not in ids(task_backends["default"].check())
-    [error] = [m for m in task_backends["other"].check() if m.id == "steady_queue.E004"]
-    assert error.level == checks.ERROR
-    assert error.msg.startswith(
-        "TASKS['other'] and TASKS['default'] both keep their jobs in the database "
-        "'default'"
-    )
-    assert "Give each alias its own database" in error.hint
-    assert "SILENCED_SYSTEM_CHECKS" in error.hint
-    assert "runs the jobs of both, with its own options" in error.hint
-
-
-def test_an_alias_with_its_own_database_is_fine(settings):
-    settings.TASKS = shared_tasks(settings, second_database="queue")
-    assert "steady_queue.E004" not in ids(task_backends["other"].check())
+EVERY_HOUR = {"task": "tests.tasks.add", "schedule": "every hour", "args": [1, 2]}
 
 
 # manage.py check asks every database whether it supports JSONField.
 @pytest.mark.django_db(databases=["default", "queue"])
-def test_manage_py_check_fails_on_it_unless_silenced(settings):
+def test_two_aliases_on_one_database_pass_the_checks(settings):
+    """E004 is retired: each alias's workers claim only its own jobs."""
     settings.TASKS = shared_tasks(settings)
-    with pytest.raises(SystemCheckError, match=r"steady_queue\.E004"):
-        call_command("check", stdout=StringIO(), stderr=StringIO())
-    settings.SILENCED_SYSTEM_CHECKS = ["steady_queue.E004"]
+    for alias in ("default", "other"):
+        assert ids(task_backends[alias].check()) == []
     call_command("check", stdout=StringIO(), stderr=StringIO())
-
-
-@pytest.mark.django_db(databases=["default", "queue"])
-def test_steady_queue_check_reports_it_unless_silenced(settings):
-    settings.TASKS = shared_tasks(settings)
-    err = StringIO()
-    with pytest.raises(CommandError, match="has 1 configuration error"):
-        call_command("steady_queue", "check", "--backend", "other", stderr=err)
-    assert "steady_queue.E004" in err.getvalue()
-    settings.SILENCED_SYSTEM_CHECKS = ["steady_queue.E004"]
     out = StringIO()
     call_command("steady_queue", "check", "--backend", "other", stdout=out)
     assert "the configuration is valid" in out.getvalue()
+
+
+def test_a_recurring_key_of_two_aliases_on_one_database_is_an_error(settings):
+    settings.TASKS = shared_recurring(
+        settings, {"hourly": EVERY_HOUR}, {"hourly": EVERY_HOUR, "own": EVERY_HOUR}
+    )
+    assert "steady_queue.E015" not in ids(task_backends["default"].check())
+    [error] = [m for m in task_backends["other"].check() if m.id == "steady_queue.E015"]
+    assert error.msg.startswith(
+        "The recurring task key 'hourly' is declared for TASKS['other'] and "
+        "TASKS['default'], which keep their jobs in the same database 'default'"
+    )
+    assert error.hint == "Give each alias's schedule its own key."
+
+
+def test_a_recurring_key_of_aliases_on_separate_databases_is_fine(settings):
+    settings.TASKS = shared_recurring(
+        settings, {"hourly": EVERY_HOUR}, {"hourly": EVERY_HOUR}, database="queue"
+    )
+    assert "steady_queue.E015" not in ids(task_backends["other"].check())
+
+
+def test_each_alias_on_one_database_clears_its_jobs_under_its_own_key(settings):
+    tasks = shared_recurring(
+        settings, {}, {}, clear_finished_jobs_schedule="every day at 3am"
+    )
+    tasks["default"]["OPTIONS"]["clear_finished_jobs_schedule"] = "every day at 3am"
+    settings.TASKS = tasks
+    assert "steady_queue.E015" not in ids(task_backends["other"].check())
 
 
 def test_a_routed_metrics_view_without_a_token_is_a_warning(settings):

@@ -1,5 +1,5 @@
-"""Changelist filters for jobs: state (with counts), queue, task, finish time
-and batch."""
+"""Changelist filters for jobs: state (with counts), queue, backend alias,
+task, finish time and batch."""
 
 from datetime import timedelta
 
@@ -44,6 +44,26 @@ class QueueFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value():
             return queryset.filter(queue_name=self.value())
+        return queryset
+
+
+class BackendFilter(admin.SimpleListFilter):
+    """The TASKS alias a job was enqueued through; offered only where several
+    aliases keep their jobs in the admin's database."""
+
+    title = "backend"
+    parameter_name = "backend"
+
+    def lookups(self, request, model_admin):
+        from ..checks import steady_queue_databases
+
+        database = queue_database()
+        sharing = [a for a, db in steady_queue_databases().items() if db == database]
+        return [(alias, alias) for alias in sharing] if len(sharing) > 1 else []
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.for_backend(self.value())
         return queryset
 
 

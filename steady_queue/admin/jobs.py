@@ -25,6 +25,7 @@ from ..states import State, observe, state_of, with_state
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
+    BackendFilter,
     BatchFilter,
     FinishedFilter,
     QueueFilter,
@@ -74,7 +75,14 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "elapsed",
         "last_error",
     )
-    list_filter = (BatchFilter, StateFilter, QueueFilter, TaskFilter, FinishedFilter)
+    list_filter = (
+        BatchFilter,
+        StateFilter,
+        QueueFilter,
+        BackendFilter,
+        TaskFilter,
+        FinishedFilter,
+    )
     search_fields = ("task_path",)
     search_help_text = "A job id, or part of a task's dotted path."
     ordering = ("-id",)

@@ -1,5 +1,8 @@
 """clear-finished: delete successful jobs that finished long enough ago.
 
+Only the jobs and batches of the --backend alias: other aliases keeping their
+jobs in the same database clear their own.
+
 The age defaults to OPTIONS['clear_finished_jobs_after']. Jobs go in batches;
 a progress bar on stderr shows when there is more than one batch. Failed jobs
 are kept unless --failed-older-than asks for them too. Batches that ended
@@ -49,12 +52,16 @@ def handle(command, options):
         older_than = backend.config.clear_finished_jobs_after
     before = timezone.now() - timedelta(seconds=older_than)
     queue = options["queue"]
-    jobs = Job.objects.using(backend.database)
+    # Only the alias's own jobs: each alias on a database clears its jobs after
+    # its own clear_finished_jobs_after.
+    jobs = Job.objects.using(backend.database).for_backend(backend.alias)
     failed = None
     if options["failed_older_than"] is not None:
         failed_before = timezone.now() - timedelta(seconds=options["failed_older_than"])
-        failed = FailedExecution.objects.using(backend.database).filter(
-            job__finished_at__lt=failed_before
+        failed = (
+            FailedExecution.objects.using(backend.database)
+            .for_backend(backend.alias)
+            .filter(job__finished_at__lt=failed_before)
         )
         if queue:
             failed = failed.for_queue(queue)
@@ -76,7 +83,8 @@ def handle(command, options):
         f"Deleted {deleted} finished job(s) older than {age(older_than)}."
     )
     # Batches have no queue: a run limited to one queue leaves them.
-    batches = 0 if queue else Batch.objects.using(jobs.db).clear_ended(before)
+    batches = Batch.objects.using(jobs.db).for_backend(backend.alias)
+    batches = 0 if queue else batches.clear_ended(before)
     if batches:
         command.stdout.write(
             f"Deleted {batches} batch(es) that ended more than {age(older_than)} ago."

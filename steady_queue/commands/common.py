@@ -82,8 +82,9 @@ def add_job_filters(parser):
 
 
 def picked_executions(backend, verb, options, state="failed"):
-    """Return the executions of ``state`` the filters pick; refuse to pick by
-    default (``state`` names the table: failed, ready, scheduled or blocked)."""
+    """Return the executions of ``state`` the filters pick, of the backend's
+    alias alone; refuse to pick by default (``state`` names the table: failed,
+    ready, scheduled or blocked)."""
     from ..states import State, execution_models
 
     if not (options["queue"] or options["task"] or options["id"] or options["all"]):
@@ -91,6 +92,8 @@ def picked_executions(backend, verb, options, state="failed"):
             f"Say which {state} jobs to {verb}: --queue, --task, --id, or --all."
         )
     failed = execution_models()[State(state)].objects.using(backend.database)
+    # Another alias's jobs on the same database are its operators' to act on.
+    failed = failed.for_backend(backend.alias)
     if options["queue"]:
         failed = failed.for_queue(options["queue"])
     if options["task"]:

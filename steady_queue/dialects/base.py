@@ -109,8 +109,9 @@ class Dialect:
         cursor.execute(f"SELECT COUNT(*) FROM {cursor.db.ops.quote_name(table)}")
         return cursor.fetchone()[0]
 
-    def announce_ready(self, cursor, channel, queue_names):
-        """Tell listening workers about new ready jobs (nothing where none listen)."""
+    def announce_ready(self, cursor, channel, backend_names):
+        """Tell the listening workers of these backend aliases about new ready
+        jobs (nothing where none listen)."""
 
     def is_connection_lost(self, error):
         """Whether this error is one of this family's "connection gone" errors."""

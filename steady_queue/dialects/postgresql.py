@@ -13,7 +13,8 @@ LOCK_CONFLICT_STATES = {"40P01", "55P03", "57014"}
 # down or restarting): the connection is gone, whatever the statement was.
 CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}
 
-# Announce queues with new ready jobs; delivered when the transaction commits.
+# Announce the backend aliases with new ready jobs; delivered when the
+# transaction commits.
 ANNOUNCE_READY_SQL = "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name"
 
 # The planner's estimate of a table's rows, kept up to date by (auto)vacuum.
@@ -59,8 +60,8 @@ class PostgreSQL(Dialect):
         row = cursor.fetchone()
         return row[0] if row else 0
 
-    def announce_ready(self, cursor, channel, queue_names):
-        cursor.execute(ANNOUNCE_READY_SQL, [channel, sorted(set(queue_names))])
+    def announce_ready(self, cursor, channel, backend_names):
+        cursor.execute(ANNOUNCE_READY_SQL, [channel, sorted(set(backend_names))])
 
     def is_connection_lost(self, error):
         from django.db import OperationalError

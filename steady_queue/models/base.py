@@ -7,8 +7,9 @@ from django.utils import timezone
 
 from ..dialects import dialect_for
 
-# PostgreSQL channel on which new ready jobs are announced; workers LISTEN on it
-# so they need not wait for their next poll.
+# PostgreSQL channel on which new ready jobs are announced, with the backend
+# alias they were enqueued through as the payload; workers LISTEN on it so they
+# need not wait for their next poll.
 READY_CHANNEL = "steady_queue_ready"
 
 
@@ -101,12 +102,13 @@ class QueueQuerySet(models.QuerySet):
             now = timezone.make_aware(now, UTC)
         return now
 
-    def notify_ready(self, queue_names):
-        """Tell listening workers about new ready jobs (PostgreSQL, sent at commit)."""
-        if not self.dialect.announces_ready_jobs or not queue_names:
+    def notify_ready(self, backend_names):
+        """Tell the listening workers of these backend aliases about new ready
+        jobs (PostgreSQL, sent at commit)."""
+        if not self.dialect.announces_ready_jobs or not backend_names:
             return
         with self.connection.cursor() as cursor:
-            self.dialect.announce_ready(cursor, READY_CHANNEL, queue_names)
+            self.dialect.announce_ready(cursor, READY_CHANNEL, backend_names)
 
     def run_prepared(self, sql, params):
         """Run a hot-path statement (prepared on PostgreSQL if allowed); return rows.

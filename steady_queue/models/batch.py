@@ -39,6 +39,10 @@ RETURNING_DONE = f" RETURNING {DONE_SQL}"
 
 
 class BatchQuerySet(QueueQuerySet):
+    def for_backend(self, alias):
+        """The batches opened through one TASKS alias."""
+        return self.filter(backend_name=alias)
+
     def open_new(self, callbacks, metadata, backend_name):
         """Write a new, open batch (sealed when its block ends); return it."""
         return self.create(

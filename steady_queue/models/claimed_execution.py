@@ -258,7 +258,12 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             # stop the others from going back to ready.
             claims, jobs = self._take_claims(
                 lambda jobs: jobs.only(
-                    "pk", "queue_name", "priority", "worker_ids", "started_at"
+                    "pk",
+                    "queue_name",
+                    "priority",
+                    "backend_name",
+                    "worker_ids",
+                    "started_at",
                 )
             )
             started = []

@@ -38,6 +38,10 @@ class ExecutionQuerySet(QueueQuerySet):
         """The executions of the jobs enqueued to one queue."""
         return self.filter(job__queue_name=queue_name)
 
+    def for_backend(self, alias):
+        """The executions of the jobs enqueued through one TASKS alias."""
+        return self.filter(job__backend_name=alias)
+
     def for_task(self, task_path):
         """The executions of the jobs of one task (its dotted path)."""
         return self.filter(job__task_path=task_path)

@@ -40,24 +40,33 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 job=job,
                 queue_name=job.queue_name,
                 priority=job.priority,
+                backend_name=job.backend_name,
                 created_at=job.enqueued_at,
             )
         )
 
     def create_all_for(self, jobs, now=None):
         """Make saved jobs ready to run, in one insert."""
+        return self.create_all_from(
+            [(job.pk, job.queue_name, job.priority, job.backend_name) for job in jobs],
+            now,
+        )
+
+    def create_all_from(self, rows, now=None):
+        """Make jobs ready from ``(job id, queue, priority, backend alias)`` rows,
+        in one insert; their listening workers are woken at commit."""
         now = now or timezone.now()
-        jobs = list(jobs)
-        self.notify_ready({job.queue_name for job in jobs})
+        self.notify_ready({backend_name for *_, backend_name in rows})
         return self.bulk_create(
             [
                 self.model(
-                    job_id=job.pk,
-                    queue_name=job.queue_name,
-                    priority=job.priority,
+                    job_id=job_id,
+                    queue_name=queue_name,
+                    priority=priority,
+                    backend_name=backend_name,
                     created_at=now,
                 )
-                for job in jobs
+                for job_id, queue_name, priority, backend_name in rows
             ]
         )
 
@@ -180,15 +189,22 @@ class ReadyExecution(Execution):
 
     queue_name = models.CharField(max_length=100)
     priority = models.SmallIntegerField(default=0)
+    # The TASKS alias the job was enqueued through, copied from the job: a
+    # worker claims only its own alias's rows, without reading the jobs table.
+    backend_name = models.CharField(max_length=100)
 
     objects = ReadyExecutionQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_ready_executions"
         indexes = [
-            # Serve the claim query in the order it sorts, with and without a queue.
-            models.Index(fields=["-priority", "job"], name="sq_ready_poll_all"),
+            # Serve the claim query in the order it sorts, with and without a
+            # queue, within one alias.
             models.Index(
-                fields=["queue_name", "-priority", "job"], name="sq_ready_poll_queue"
+                fields=["backend_name", "-priority", "job"], name="sq_ready_claim_all"
+            ),
+            models.Index(
+                fields=["backend_name", "queue_name", "-priority", "job"],
+                name="sq_ready_claim_queue",
             ),
         ]

@@ -61,25 +61,24 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
             rows = self.due(now).pop_batch(
                 batch_size, ["job", "queue_name", "priority"]
             )
-            limited = Job.objects.using(self.db).filter(
-                pk__in=[job_id for job_id, _, _ in rows], concurrency_key__isnull=False
-            )
-            limited = list(limited) if rows else []
-            limited_ids = {job.pk for job in limited}
-            unlimited = [row for row in rows if row[0] not in limited_ids]
-            ReadyExecution.objects.using(self.db).bulk_create(
+            if not rows:
+                return 0
+            # Every alias's due jobs: each ready row is stamped with the alias
+            # its job was enqueued through, whose workers alone claim it.
+            jobs = Job.objects.using(self.db).filter(pk__in=[row[0] for row in rows])
+            found = list(jobs.values_list("pk", "backend_name", "concurrency_key"))
+            backends = {pk: backend_name for pk, backend_name, _ in found}
+            limited_ids = {pk for pk, _, key in found if key is not None}
+            ReadyExecution.objects.using(self.db).create_all_from(
                 [
-                    ReadyExecution(
-                        job_id=job_id,
-                        queue_name=queue_name,
-                        priority=priority,
-                        created_at=now,
-                    )
-                    for job_id, queue_name, priority in unlimited
-                ]
+                    (job_id, queue_name, priority, backends[job_id])
+                    for job_id, queue_name, priority in rows
+                    if job_id not in limited_ids
+                ],
+                now,
             )
-            self.notify_ready({queue_name for _, queue_name, _ in unlimited})
-            if limited:
+            if limited_ids:
+                limited = list(jobs.filter(pk__in=limited_ids))
                 Job.objects.using(self.db).dispatch_all(limited, now)
         return len(rows)
 

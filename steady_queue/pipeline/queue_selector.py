@@ -2,6 +2,8 @@
 
 import time
 
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS
+
 
 class QueueSelector:
     """Which ready rows a worker may claim, queue by queue, in the order given.
@@ -11,16 +13,25 @@ class QueueSelector:
     queue (or, ending in ``*``, a prefix) from every other entry; a list of
     exclusions alone means every other queue. Paused queues are skipped; pauses
     are re-read at most every ``pause_refresh`` seconds, so a pause takes effect
-    within that.
+    within that. Only the rows of one backend alias (``backend_name``) are
+    picked: several aliases may keep their jobs in one database, and each
+    alias's workers run only its jobs.
     """
 
-    def __init__(self, queues, database, pause_refresh=1.0):
+    def __init__(
+        self,
+        queues,
+        database,
+        pause_refresh=1.0,
+        backend_name=DEFAULT_TASK_BACKEND_ALIAS,
+    ):
         excluded = tuple(name[1:] for name in queues if name.startswith("!"))
         self.queues = tuple(name for name in queues if not name.startswith("!"))
         self.queues = self.queues or ("*",)
         self.excluded_names = frozenset(n for n in excluded if not n.endswith("*"))
         self.excluded_prefixes = tuple(n[:-1] for n in excluded if n.endswith("*"))
         self.database = database
+        self.backend_name = backend_name
         self.pause_refresh = pause_refresh
         self._paused = frozenset()
         self._paused_read_at = None
@@ -38,6 +49,8 @@ class QueueSelector:
         Equal keys mean equal querysets (the entry and the pauses that apply).
         """
         paused = self.paused_queue_names()
+        # First in every statement: the alias leads both claim indexes.
+        ready = ready.filter(backend_name=self.backend_name)
         if self.matches_all:
             yield ("*", paused), self._without(ready, paused)
             return

@@ -24,17 +24,22 @@ def listen_connect_params(database):
 
 
 class ReadyListener(Interruptible):
-    """LISTENs on its own connection and calls ``on_ready`` for each notification.
+    """LISTENs on its own connection and calls ``on_ready`` for each notification
+    of new ready jobs of its backend alias (``None``: of any alias).
 
-    Polling stays on as the fallback: while this connection is down (or when the
-    option ``listen_notify`` is off) a worker still finds jobs at its next poll.
+    Each notification names the alias its jobs were enqueued through, so a
+    busy alias sharing the database does not wake this one's idle workers for
+    claims that would find nothing. Polling stays on as the fallback: while
+    this connection is down (or when the option ``listen_notify`` is off) a
+    worker still finds jobs at its next poll.
     """
 
-    def __init__(self, database, on_ready, name="listener"):
+    def __init__(self, database, on_ready, name="listener", backend_name=None):
         super().__init__()
         self.database = database
         self.on_ready = on_ready
         self.name = name
+        self.backend_name = backend_name
         self._stopped = threading.Event()
         self._thread = None
 
@@ -99,14 +104,19 @@ class ReadyListener(Interruptible):
                     self._receive(connection.pgconn)
 
     def _receive(self, pgconn):
-        """Read what the server sent; call ``on_ready`` once if it notified.
+        """Read what the server sent; call ``on_ready`` once if it notified this
+        listener's alias.
 
         A closed connection raises here (consume_input fails), and _run()
         reconnects.
         """
         pgconn.consume_input()
         notified = False
-        while pgconn.notifies() is not None:
-            notified = True
+        while (notice := pgconn.notifies()) is not None:
+            notified = notified or self.concerns(notice.extra.decode())
         if notified:
             self.on_ready()
+
+    def concerns(self, payload):
+        """Whether a notification's payload (an alias) is for this listener."""
+        return self.backend_name is None or payload == self.backend_name

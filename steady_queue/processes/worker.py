@@ -51,7 +51,9 @@ class Worker(Poller):
         self.config = config
         super().__init__(backend, **kwargs)
         self.polling_interval = config.polling_interval
-        self.selector = QueueSelector(config.queues, self.database)
+        self.selector = QueueSelector(
+            config.queues, self.database, backend_name=backend.alias
+        )
         self.pool = Pool(
             config.threads,
             on_done=self.completed,
@@ -98,7 +100,9 @@ class Worker(Poller):
         super().boot()
         if self.options.listen_notify and ReadyListener.is_supported(self.database):
             # A NOTIFY for a new ready job ends the poll sleep at once.
-            self.listener = ReadyListener(self.database, self.wake_up, self.name)
+            self.listener = ReadyListener(
+                self.database, self.wake_up, self.name, self.backend.alias
+            )
             self.listener.start()
 
     def poll(self):

@@ -101,6 +101,15 @@ CLEAR_FINISHED_KEY = "steady_queue.clear_finished_jobs"
 CLEAR_FINISHED_TASK = "steady_queue.housekeeping.clear_finished_jobs"
 
 
+def clear_finished_key(alias):
+    """The key of an alias's clearing of finished jobs: the default alias's is
+    the plain key (as before aliases could share a database), another's names
+    the alias, so aliases sharing a database each keep their own."""
+    if alias == "default":
+        return CLEAR_FINISHED_KEY
+    return f"{CLEAR_FINISHED_KEY}:{alias}"
+
+
 def settings_specs(options):
     """The entries of a backend's OPTIONS["recurring"], run by that backend,
     and the clearing of finished jobs if OPTIONS schedules it."""
@@ -108,7 +117,7 @@ def settings_specs(options):
     if options.clear_finished_jobs_schedule is not None:
         specs.append(
             RecurringSpec(
-                key=CLEAR_FINISHED_KEY,
+                key=clear_finished_key(options.alias),
                 task=CLEAR_FINISHED_TASK,
                 schedule=options.clear_finished_jobs_schedule,
                 kwargs={"backend": options.alias},

@@ -6,6 +6,10 @@ from ...states import State, in_state
 class Clearing:
     """JobQuerySet verbs that delete finished jobs."""
 
+    def for_backend(self, alias):
+        """The jobs enqueued through one TASKS alias."""
+        return self.filter(backend_name=alias)
+
     def finished(self):
         """Jobs that ran to success (failed jobs keep a failed execution)."""
         return in_state(self, State.FINISHED)

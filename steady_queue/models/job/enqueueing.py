@@ -26,20 +26,21 @@ WITH job AS (
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
          enqueued_at, concurrency_key, batch_id, errors, worker_ids)
     VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
-    RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+    RETURNING id, queue_name, priority, backend_name, scheduled_at, enqueued_at
 ),
 execution AS (
     INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
     SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
-    RETURNING job_id, queue_name
+    RETURNING job_id{extra_columns}
 )
 SELECT job_id{notify} FROM execution
 """
-# A ready job is announced to listening workers (delivered at commit).
+# A ready job is announced to its alias's listening workers (delivered at
+# commit).
 INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
     table="steady_queue_ready_executions",
-    extra_columns="",
-    notify=f", pg_notify('{READY_CHANNEL}', queue_name)",
+    extra_columns=", backend_name",
+    notify=f", pg_notify('{READY_CHANNEL}', backend_name)",
 )
 INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
     table="steady_queue_scheduled_executions",
@@ -68,13 +69,14 @@ job AS (
     SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
            enqueued_at, concurrency_key, batch_id, '[]'::jsonb, '[]'::jsonb
     FROM input ORDER BY position
-    RETURNING id, queue_name, priority, scheduled_at, enqueued_at
+    RETURNING id, queue_name, priority, backend_name, scheduled_at, enqueued_at
 ),
 ready AS (
-    INSERT INTO steady_queue_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, enqueued_at FROM job
+    INSERT INTO steady_queue_ready_executions
+        (job_id, queue_name, priority, backend_name, created_at)
+    SELECT id, queue_name, priority, backend_name, enqueued_at FROM job
     WHERE scheduled_at IS NULL OR scheduled_at <= enqueued_at
-    RETURNING queue_name
+    RETURNING backend_name
 ),
 scheduled AS (
     INSERT INTO steady_queue_scheduled_executions
@@ -84,7 +86,7 @@ scheduled AS (
 )
 SELECT id, (
     SELECT count(pg_notify('{channel}', name))
-    FROM (SELECT DISTINCT queue_name FROM ready) AS queues(name)
+    FROM (SELECT DISTINCT backend_name FROM ready) AS aliases(name)
 ) FROM job ORDER BY id
 """.replace("{channel}", READY_CHANNEL)
 
