@@ -210,6 +210,21 @@ TASKS["separate"] = {
     },
 }
 
+# A second alias keeping its jobs in the default database beside the default
+# alias's (tests/models/test_aliases.py, tests/integration/test_aliases.py).
+TASKS["shared"] = {
+    "BACKEND": "steady_queue.backend.SteadyQueueBackend",
+    "QUEUES": [],
+    "OPTIONS": {
+        "workers": [{"queues": ["*"], "threads": 2, "polling_interval": 0.05}],
+        "dispatchers": [{"polling_interval": 0.1}],
+        "process_heartbeat_interval": 1,
+        "process_alive_threshold": 5,
+        "shutdown_timeout": 2,
+        "state_machines": [],
+    },
+}
+
 # tests/integration/test_failure_policy.py: timeouts and recycling, by env.
 for _option, _variable, _kind in (
     ("max_tasks", "SQ_TEST_MAX_TASKS", int),

@@ -1,8 +1,10 @@
-"""The migrations match the models, and the hot queries are served by indexes."""
+"""The migrations match the models, the hot queries are served by indexes, and
+rows written before a migration keep working after it."""
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from steady_queue.models import ReadyExecution, ScheduledExecution
 
@@ -16,10 +18,23 @@ def test_models_and_migrations_agree():
 @pytest.mark.parametrize(
     ("queryset", "index"),
     [
-        (lambda: ReadyExecution.objects.in_claim_order(), "sq_ready_poll_all"),
         (
-            lambda: ReadyExecution.objects.filter(queue_name="mail").in_claim_order(),
-            "sq_ready_poll_queue",
+            lambda: ReadyExecution.objects.for_backend("default")
+            .exclude(queue_name="low")
+            .in_claim_order(),
+            "sq_ready_claim_all",
+        ),
+        (
+            lambda: ReadyExecution.objects.for_backend("default")
+            .filter(queue_name="mail")
+            .in_claim_order(),
+            "sq_ready_claim_queue",
+        ),
+        (
+            lambda: ReadyExecution.objects.for_backend("default")
+            .filter(queue_name__startswith="ma")
+            .in_claim_order(),
+            "sq_ready_claim_queue",
         ),
         (lambda: ScheduledExecution.objects.due(), "sq_scheduled_due"),
     ],
@@ -40,3 +55,34 @@ def test_poll_queries_read_an_index_in_their_sort_order(queryset, index):
                 cursor.execute(f"RESET {setting}")
     assert index in plan
     assert "Sort" not in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ready_rows_written_before_0007_take_their_job_alias():
+    """Jobs enqueued before the upgrade are claimed by the alias on their job."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("steady_queue", "0006_batches")]
+    after = [("steady_queue", "0007_ready_backend_name")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        job_model = apps.get_model("steady_queue", "Job")
+        ready_model = apps.get_model("steady_queue", "ReadyExecution")
+        now = timezone.now()
+        for alias in ("shared", "default"):
+            job = job_model.objects.create(
+                queue_name="mail", task_path="tests.tasks.add", backend_name=alias
+            )
+            ready_model.objects.create(job=job, queue_name="mail", created_at=now)
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("steady_queue"))
+    stamped = ReadyExecution.objects.order_by("job_id").values_list(
+        "job__backend_name", "backend_name"
+    )
+    assert list(stamped) == [("shared", "shared"), ("default", "default")]

@@ -89,6 +89,11 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             ClaimedExecution.objects.using(self.db).release_concurrency_slots(limited)
         return ids
 
+    def for_backend(self, alias):
+        """The ready rows of one TASKS alias, read off the row itself: what the
+        claim indexes lead with."""
+        return self.filter(backend_name=alias)
+
     def in_claim_order(self):
         """Highest priority first, then oldest first (Django's priority direction)."""
         return self.order_by("-priority", "job_id")

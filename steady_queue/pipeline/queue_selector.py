@@ -50,7 +50,7 @@ class QueueSelector:
         """
         paused = self.paused_queue_names()
         # First in every statement: the alias leads both claim indexes.
-        ready = ready.filter(backend_name=self.backend_name)
+        ready = ready.for_backend(self.backend_name)
         if self.matches_all:
             yield ("*", paused), self._without(ready, paused)
             return

@@ -43,9 +43,9 @@ def make_worker():
     """Build registered workers (not booted: no heartbeat, no signal handlers)."""
     made = []
 
-    def make(real_pool=False, **config):
+    def make(real_pool=False, backend="default", **config):
         # Looked up now, so that a test's settings override reaches the worker.
-        backend = task_backends["default"]
+        backend = task_backends[backend]
         config = WorkerConfig(**{"threads": 2, "polling_interval": 0.05, **config})
         worker = Worker(backend, config, name=f"worker-unit-{len(made)}")
         if real_pool:

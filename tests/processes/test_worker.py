@@ -82,6 +82,20 @@ def test_a_poll_claims_one_job_per_idle_thread_and_hands_them_to_the_pool(
     assert claimed_ids(worker) == job_ids(first, second)
 
 
+def test_a_worker_polls_only_the_jobs_of_its_own_alias(make_worker):
+    """TASKS["shared"] keeps its jobs in the default alias's database."""
+    theirs = [tasks.add.enqueue(n, n) for n in range(3)]
+    mine = tasks.add.using(backend="shared").enqueue(9, 9)
+    shared, default = make_worker(backend="shared", threads=4), make_worker(threads=4)
+
+    shared.poll()
+    assert claimed_ids(shared) == job_ids(mine)
+    shared.poll()
+    assert claimed_ids(shared) == job_ids(mine)
+    default.poll()
+    assert claimed_ids(default) == job_ids(*theirs)
+
+
 def test_a_poll_that_found_less_than_it_could_take_waits_the_polling_interval(
     make_worker,
 ):
