@@ -19,21 +19,27 @@ def test_models_and_migrations_agree():
     ("queryset", "index"),
     [
         (
-            lambda: ReadyExecution.objects.for_backend("default")
-            .exclude(queue_name="low")
-            .in_claim_order(),
+            lambda: (
+                ReadyExecution.objects.for_backend("default")
+                .exclude(queue_name="low")
+                .in_claim_order()
+            ),
             "sq_ready_claim_all",
         ),
         (
-            lambda: ReadyExecution.objects.for_backend("default")
-            .filter(queue_name="mail")
-            .in_claim_order(),
+            lambda: (
+                ReadyExecution.objects.for_backend("default")
+                .filter(queue_name="mail")
+                .in_claim_order()
+            ),
             "sq_ready_claim_queue",
         ),
         (
-            lambda: ReadyExecution.objects.for_backend("default")
-            .filter(queue_name__startswith="ma")
-            .in_claim_order(),
+            lambda: (
+                ReadyExecution.objects.for_backend("default")
+                .filter(queue_name__startswith="ma")
+                .in_claim_order()
+            ),
             "sq_ready_claim_queue",
         ),
         (lambda: ScheduledExecution.objects.due(), "sq_scheduled_due"),

@@ -159,3 +159,40 @@ def test_clear_finished_deletes_batches_that_ended_long_enough_ago():
 
     assert out.splitlines()[-1] == "Deleted 1 batch(es) that ended more than 7d ago."
     assert set(Batch.objects.values_list("pk", flat=True)) == {recent.id, running.id}
+
+
+def test_clear_finished_deletes_only_its_alias_jobs_failures_and_batches():
+    """TASKS["shared"] keeps its jobs in the default alias's database."""
+    from steady_queue.models import Batch
+
+    for state in ("finished", "failed"):
+        make_job(state, backend_name="shared")
+    theirs = [make_job(state) for state in ("finished", "failed")]
+    Job.objects.update(finished_at=timezone.now() - timedelta(days=30))
+    ended = timezone.now() - timedelta(days=30)
+    for alias in ("shared", "default"):
+        Batch.objects.create(backend_name=alias, sealed=True, ended_at=ended)
+
+    out, _ = run("--backend", "shared", "clear-finished", "--failed-older-than", "7d")
+
+    assert out == (
+        "Deleted 1 finished job(s) older than 1d.\n"
+        "Deleted 1 batch(es) that ended more than 1d ago.\n"
+        "Deleted 1 failed job(s) older than 7d.\n"
+    )
+    assert set(Job.objects.values_list("pk", flat=True)) == {j.pk for j in theirs}
+    assert list(Batch.objects.values_list("backend_name", flat=True)) == ["default"]
+
+
+def test_retry_all_retries_only_its_alias_failures():
+    mine = make_job("failed", backend_name="shared")
+    theirs = make_job("failed")
+
+    assert run("--backend", "shared", "retry", "--all")[0] == (
+        "Retried 1 job: 1 ready.\n"
+    )
+
+    assert list(ReadyExecution.objects.values_list("job_id", "backend_name")) == [
+        (mine.pk, "shared")
+    ]
+    assert FailedExecution.objects.filter(job_id=theirs.pk).exists()

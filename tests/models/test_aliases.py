@@ -8,6 +8,7 @@ with its job's alias, and a claim for one alias never takes the other's.
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from steady_queue import enqueue_many
@@ -19,7 +20,9 @@ from steady_queue.models import (
     ReadyExecution,
     ScheduledExecution,
 )
+from steady_queue.models.base import READY_CHANNEL
 from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.listener import ReadyListener, listen_connect_params
 
 from .. import tasks
 from ..factories import jobs_of, make_job, registered_process
@@ -139,3 +142,25 @@ def test_existing_jobs_keep_their_alias_when_cleared_per_alias():
     assert Job.objects.for_backend("default").clear_finished(later) == 1
 
     assert list(Job.objects.values_list("pk", flat=True)) == [shared.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listening_worker_is_woken_only_by_its_own_alias_jobs():
+    if connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    import psycopg
+
+    with psycopg.connect(
+        **listen_connect_params("default"), autocommit=True
+    ) as listening:
+        listening.execute(f"LISTEN {READY_CHANNEL}")
+        enqueue("shared")
+        enqueue_many(tasks.add.using(backend="default"), [((1, 2), {})])
+        make_job("failed", backend_name="shared")
+        FailedExecution.objects.all().retry_all()
+        notices = listening.notifies(timeout=10, stop_after=3)
+        payloads = sorted(notice.payload for notice in notices)
+
+    assert payloads == ["default", "shared", "shared"]
+    listener = ReadyListener("default", on_ready=None, backend_name="shared")
+    assert [listener.concerns(p) for p in payloads] == [False, True, True]

@@ -126,10 +126,7 @@ def test_concurrent_claimers_get_disjoint_jobs_without_waiting():
     def hold_a_claim():
         try:
             with transaction.atomic():
-                first.extend(
-                    row[0]
-                    for row in claim_order().pop_batch(4, ["job"])
-                )
+                first.extend(row[0] for row in claim_order().pop_batch(4, ["job"]))
                 holding.set()
                 release.wait(10)
         finally:
@@ -141,10 +138,7 @@ def test_concurrent_claimers_get_disjoint_jobs_without_waiting():
     try:
         # The other transaction still holds its rows: skip them rather than wait.
         with transaction.atomic():
-            second = [
-                row[0]
-                for row in claim_order().pop_batch(4, ["job"])
-            ]
+            second = [row[0] for row in claim_order().pop_batch(4, ["job"])]
     finally:
         release.set()
         thread.join()
