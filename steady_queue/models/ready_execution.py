@@ -1,6 +1,7 @@
 """ReadyExecution: the hot table workers claim from."""
 
 from django.db import models, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from .claimed_execution import Claim
@@ -93,6 +94,11 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         """The ready rows of one TASKS alias, read off the row itself: what the
         claim indexes lead with."""
         return self.filter(backend_name=alias)
+
+    def counts_by_backend_and_queue(self):
+        """Return {(backend alias, queue name): number of ready rows}."""
+        rows = self.values_list("backend_name", "queue_name").annotate(n=Count("pk"))
+        return {(alias, queue): n for alias, queue, n in rows.order_by()}
 
     def in_claim_order(self):
         """Highest priority first, then oldest first (Django's priority direction)."""

@@ -89,6 +89,7 @@ class Worker(Poller):
             if (value := getattr(self.config, key)) is not None
         }
         return {
+            "backend": self.backend.alias,
             "queues": ",".join(self.config.queues),
             "threads": self.config.threads,
             "polling_interval": self.config.polling_interval,

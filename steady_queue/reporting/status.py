@@ -14,7 +14,7 @@ from .state_machines import state_machine_lines, state_machines_overview
 
 def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
-    from ..models import ClaimedExecution, Process
+    from ..models import ClaimedExecution, Process, ReadyExecution
 
     db = backend.database
     now = timezone.now()
@@ -50,31 +50,54 @@ def collect_status(backend):
         "batches": batches_overview(db, now),
         # Each in its own model's database (its router's), not only ``db``.
         "state_machines": state_machines_overview(now),
-        "warnings": unserved_queue_warnings(queues, workers),
+        "warnings": unserved_queue_warnings(
+            queues,
+            workers,
+            ReadyExecution.objects.using(db).counts_by_backend_and_queue(),
+            backend.alias,
+        ),
     }
 
 
-def unserved_queue_warnings(queues, workers):
+def unserved_queue_warnings(queues, workers, ready, alias):
     """A line for each unpaused queue with ready jobs that no live worker reads.
 
-    ``workers`` are the live worker rows; their queue lists are read from the
-    metadata they registered with.
+    ``workers`` are the live worker rows; their alias and queue lists are read
+    from the metadata they registered with. ``ready`` is {(backend alias,
+    queue): ready jobs}: a worker reads only its own alias's jobs, so another
+    alias's jobs in a queue it serves still wait (named with their alias).
     """
     from ..pipeline.queue_selector import QueueSelector
 
     selectors = [
-        QueueSelector(worker.metadata.get("queues", "*").split(","), None)
+        QueueSelector(
+            worker.metadata.get("queues", "*").split(","),
+            None,
+            backend_name=worker.metadata.get("backend", "default"),
+        )
         for worker in workers
     ]
-    return [
-        f"Queue {q['name']!r} has {q['ready']} ready job(s) and no live worker "
-        "claims from it: add it to a worker's queues, or start one with "
-        f"--queues {q['name']}."
-        for q in queues
-        if q["ready"]
-        and not q["paused"]
-        and not any(selector.serves(q["name"]) for selector in selectors)
-    ]
+    paused = {q["name"] for q in queues if q["paused"]}
+    warnings = []
+    for (backend_name, name), count in sorted(ready.items()):
+        if name in paused or any(
+            selector.backend_name == backend_name and selector.serves(name)
+            for selector in selectors
+        ):
+            continue
+        if backend_name == alias:
+            warnings.append(
+                f"Queue {name!r} has {count} ready job(s) and no live worker "
+                "claims from it: add it to a worker's queues, or start one with "
+                f"--queues {name}."
+            )
+        else:
+            warnings.append(
+                f"Queue {name!r} has {count} ready job(s) of TASKS[{backend_name!r}]"
+                " and no live worker of that alias claims from it: start one "
+                f"with --backend {backend_name}."
+            )
+    return warnings
 
 
 def print_status(backend, out, as_json=False):

@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 import steady_queue
-from steady_queue.models import Pause
+from steady_queue.models import Pause, Process
 from tests.factories import make_job
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +58,22 @@ def worker_reading(queues):
     return Process.objects.register(
         kind="worker", name=f"worker-{queues}", metadata={"queues": queues}
     )
+
+
+def test_status_warns_of_another_alias_ready_jobs_no_worker_of_it_reads():
+    """TASKS["shared"] keeps its jobs in the default alias's database."""
+    make_job("ready", queue="mail", backend_name="shared")
+    make_job("ready", queue="mail")
+    worker_reading("mail")
+
+    assert json.loads(run("status", "--json"))["warnings"] == [
+        "Queue 'mail' has 1 ready job(s) of TASKS['shared'] and no live worker "
+        "of that alias claims from it: start one with --backend shared."
+    ]
+    Process.objects.register(
+        kind="worker", name="shared-mail", metadata={"backend": "shared", "queues": "*"}
+    )
+    assert json.loads(run("status", "--json"))["warnings"] == []
 
 
 def test_status_warns_of_ready_jobs_no_live_worker_reads():
