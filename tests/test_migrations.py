@@ -34,14 +34,6 @@ def test_models_and_migrations_agree():
             ),
             "sq_ready_claim_queue",
         ),
-        (
-            lambda: (
-                ReadyExecution.objects.for_backend("default")
-                .filter(queue_name__startswith="ma")
-                .in_claim_order()
-            ),
-            "sq_ready_claim_queue",
-        ),
         (lambda: ScheduledExecution.objects.due(), "sq_scheduled_due"),
     ],
 )
