@@ -57,7 +57,8 @@ def test_two_aliases_on_one_database_pass_the_checks(settings):
     """E004 is retired: each alias's workers claim only its own jobs."""
     settings.TASKS = shared_tasks(settings)
     for alias in ("default", "other"):
-        assert ids(task_backends[alias].check()) == []
+        found = task_backends[alias].check()
+        assert [m.id for m in found if m.level >= checks.ERROR] == []
     call_command("check", stdout=StringIO(), stderr=StringIO())
     out = StringIO()
     call_command("steady_queue", "check", "--backend", "other", stdout=out)
