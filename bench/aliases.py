@@ -125,9 +125,7 @@ def main() -> None:
             side: run_side(db, args.python, before, side) for side in SIDES
         }
     data["duration_s"] = time.monotonic() - began
-    data["machine"] = machine.describe(versions)
-    data["machine"]["load_avg_start"] = [round(x, 2) for x in load_start]
-    data["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    data["machine"] = machine.describe_run(versions, load_start)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "aliases.json").write_text(json.dumps(data, indent=1, default=str))
     text = "\n".join(

@@ -420,9 +420,7 @@ def main() -> None:
             print(f"    FAILED: {str(error)[:2000]}", flush=True)
             data["results"][db.key] = {"error": f"{type(error).__name__}: {error}"}
     data["duration_s"] = time.monotonic() - began
-    data["machine"] = machine.describe(versions)
-    data["machine"]["load_avg_start"] = [round(x, 2) for x in load_start]
-    data["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    data["machine"] = machine.describe_run(versions, load_start)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "batches.json").write_text(json.dumps(data, indent=1, default=str))
     rows = table_rows(data)

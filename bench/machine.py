@@ -56,3 +56,12 @@ def describe(db_versions: dict[str, str]) -> dict:
         "python": platform.python_version(),
         "db_versions": db_versions,
     }
+
+
+def describe_run(db_versions: dict[str, str], load_start) -> dict:
+    """describe(), with the load average at the run's start and now (its end)."""
+    return {
+        **describe(db_versions),
+        "load_avg_start": [round(x, 2) for x in load_start],
+        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+    }

@@ -145,11 +145,9 @@ def main() -> None:
                 (RESULTS / "latest.json.tmp").write_text(json.dumps(data, default=str))
 
     data["duration_s"] = time.monotonic() - began
-    data["machine"] = machine.describe(versions)
-    data["steady_queue_revision"] = revision
     # Other work on the machine skews every number; say how busy it was.
-    data["machine"]["load_avg_start"] = [round(x, 2) for x in load_start]
-    data["machine"]["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    data["machine"] = machine.describe_run(versions, load_start)
+    data["steady_queue_revision"] = revision
     print()
     print(report.write(data, RESULTS))
     (RESULTS / "latest.json.tmp").unlink(missing_ok=True)

@@ -210,18 +210,15 @@ TASKS["separate"] = {
     },
 }
 
-# A second alias keeping its jobs in the default database beside the default
-# alias's (tests/models/test_aliases.py, tests/integration/test_aliases.py).
+# An alias with the separate one's options, keeping its jobs in the default
+# database beside the default alias's (tests/models/test_aliases.py,
+# tests/integration/test_aliases.py).
 TASKS["shared"] = {
-    "BACKEND": "steady_queue.backend.SteadyQueueBackend",
-    "QUEUES": [],
+    **TASKS["separate"],
     "OPTIONS": {
-        "workers": [{"queues": ["*"], "threads": 2, "polling_interval": 0.05}],
-        "dispatchers": [{"polling_interval": 0.1}],
-        "process_heartbeat_interval": 1,
-        "process_alive_threshold": 5,
-        "shutdown_timeout": 2,
-        "state_machines": [],
+        key: value
+        for key, value in TASKS["separate"]["OPTIONS"].items()
+        if key != "database"
     },
 }
 
