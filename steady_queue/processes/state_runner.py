@@ -167,10 +167,10 @@ class StateRunner(Poller):
             limit, self.config.lease, excluding=running
         )
         for row in rows:
-            self.start(model, row, lease)
+            self.start_handler(model, row, lease)
         return len(rows)
 
-    def start(self, model, row, lease):
+    def start_handler(self, model, row, lease):
         state = row.state_object
         run = Run(next(self.numbers), model, row, lease, state.qualified_name)
         self.running[run.pk] = run
@@ -295,7 +295,7 @@ class StateRunner(Poller):
                 "".join(stack or ["(its stack is unknown)\n"]),
             )
         if self.drain_reason is None:
-            self.drain_reason = f"{', '.join(described)} ran past its timeout"
+            self.drain_reason = f"{len(described)} handler(s) ran past their timeout"
         self.record_outcomes()
 
     def drain_to_replace(self):
