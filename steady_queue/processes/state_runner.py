@@ -192,7 +192,9 @@ class StateRunner(Poller):
                 return None  # logged at boot
             returned = state.handler_function(row)
             return None if returned is None else graph.get(returned)
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt) and on_main_thread():
+                raise  # Ctrl-C, where handlers run on it (steady_queue.testing)
             # SystemExit and KeyboardInterrupt too: raised by a handler, they
             # concern its row alone, which stays where it is and is tried
             # again after the interval; this thread carries on.
@@ -331,3 +333,7 @@ class StateRunner(Poller):
             self.interruptible_sleep(min(remaining, 0.05))
         self.guard.call(self.record_outcomes)
         self.pool.stop()
+
+
+def on_main_thread():
+    return threading.current_thread() is threading.main_thread()
