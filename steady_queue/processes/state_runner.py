@@ -5,20 +5,48 @@ a lease time after which any runner may take them again), so nothing has to be
 replayed when runners die. A handler's effects may therefore happen twice, if
 its runner dies (or its lease runs out) before the outcome is written: handlers
 are run at least once per entry into their state.
+
+A handler past its state's timeout cannot be interrupted (a thread cannot be
+killed): as a worker does with a job past its timeout, the runner records the
+try as failed at once, leases nothing more, lets its other handlers finish,
+and exits to be replaced, which in fork mode ends the stuck thread with the
+process.
 """
 
 import collections
+import itertools
 import logging
+import threading
+import time
+from dataclasses import dataclass
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
 from .poller import Poller
 from .pool import Pool
+from .sentinel import Deadlines
 
 logger = logging.getLogger("steady_queue")
 
 # A full pool sleeps until a thread frees up; this only bounds a missed wake-up.
 FULL_POOL_WAIT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One leased row whose handler a pool thread runs.
+
+    ``pk`` and ``task_path`` are what Deadlines keys and names a run by: a
+    number unique in this runner (rows of two models may share a key) and
+    the state whose handler runs.
+    """
+
+    pk: int
+    model: type
+    row: object
+    lease: object
+    task_path: str
 
 
 class StateRunner(Poller):
@@ -39,13 +67,27 @@ class StateRunner(Poller):
             config.threads, on_done=self.completed, name=self.name, on_free=self.wake_up
         )
         self.models = []
-        # (model, lease) -> {row: next State or None}, filled by pool threads.
+        # (Run, next State or None), filled by pool threads.
         self.outcomes = collections.deque()
+        # Outcomes taken from the deque and not yet written (the database
+        # failed): main loop only.
+        self.unwritten = []
+        # Run number -> Run, for every handler whose thread has not returned,
+        # including the ones past their timeout. Main loop only.
+        self.running = {}
+        # The runs failed for their timeout: what their threads return is dropped.
+        self.timed_out = set()
+        self.numbers = itertools.count(1)
+        self.deadlines = Deadlines()
         # Models are tried in turn, so one busy model does not starve the others.
         self.next_model = 0
         # Off when handlers run on the caller's connection (steady_queue.testing):
         # closing it would end a test's transaction.
         self.manage_connections = True
+        # Set once a handler ran past its timeout: lease nothing, drain, exit.
+        self.drain_reason = None
+        # Why this runner asked to be replaced; None if it was just stopped.
+        self.replacement_reason = None
 
     def metadata(self):
         return {
@@ -58,6 +100,7 @@ class StateRunner(Poller):
         from ..statemachines.models import runnable_models, states_without_handlers
 
         self.models = runnable_models(self.config.models)
+        self.refuse_timeouts_over_lease()
         for model, state in states_without_handlers(self.models):
             logger.error(
                 "%s: %s has no handler; its %s rows wait until one is "
@@ -70,35 +113,77 @@ class StateRunner(Poller):
         self.pool.start()
         super().boot()
 
-    def poll(self):
-        from ..statemachines.models import rows_of
+    def refuse_timeouts_over_lease(self):
+        """Raise ImproperlyConfigured, naming them, if any state's timeout is
+        not below this runner's lease."""
+        from ..statemachines.models import timeouts_not_under_lease
 
+        lease = self.config.lease
+        over = timeouts_not_under_lease(self.models, lease)
+        if over:
+            listed = ", ".join(
+                f"{state.qualified_name} ({state.timeout_under(lease):g} s)"
+                for _, state in over
+            )
+            raise ImproperlyConfigured(
+                f"{listed}: a state's timeout must be below the lease of the "
+                f"runners that run it ({lease:g} s), or a row could be leased "
+                "again while its handler still runs. Lower the timeout, or "
+                "raise 'lease' in OPTIONS['state_machines']."
+            )
+
+    def poll(self):
         self.record_outcomes()
+        if self.deadlines.overdue():
+            self.fail_overrunning_handlers()
+            return 0
+        if self.drain_reason is not None:
+            return self.drain_to_replace()
         idle = self.pool.idle_threads
         if self.stopping or idle <= 0 or not self.models:
-            return FULL_POOL_WAIT if self.models else self.polling_interval
+            wait = FULL_POOL_WAIT if self.models else self.polling_interval
+            return self.deadlines.cap(wait)
         wanted = min(idle, self.config.batch_size)
         leased = 0
         for offset in range(len(self.models)):
             model = self.models[(self.next_model + offset) % len(self.models)]
-            rows, lease = rows_of(model).lease_due(wanted - leased, self.config.lease)
-            for row in rows:
-                self.pool.post(
-                    lambda model=model, row=row, lease=lease: (
-                        model,
-                        lease,
-                        row,
-                        self.run_handler(row),
-                    )
-                )
-            leased += len(rows)
+            leased += self.lease(model, wanted - leased)
             if leased >= wanted:
                 break
         self.next_model = (self.next_model + 1) % len(self.models)
-        return 0 if leased >= wanted else self.polling_interval
+        return self.deadlines.cap(0 if leased >= wanted else self.polling_interval)
+
+    def lease(self, model, limit):
+        """Lease up to ``limit`` due rows of a model and start their handlers.
+
+        Never a row whose handler still runs here: its lease may have ended
+        (a hung handler's was recorded as failed), but a second run beside the
+        first would only make things worse.
+        """
+        from ..statemachines.models import rows_of
+
+        running = [run.row.pk for run in self.running.values() if run.model is model]
+        rows, lease = rows_of(model).lease_due(
+            limit, self.config.lease, excluding=running
+        )
+        for row in rows:
+            self.start_handler(model, row, lease)
+        return len(rows)
+
+    def start_handler(self, model, row, lease):
+        state = row.state_object
+        run = Run(next(self.numbers), model, row, lease, state.qualified_name)
+        self.running[run.pk] = run
+        self.deadlines.watch(run, state.timeout_under(self.config.lease))
+        self.pool.post(lambda: (run, self.run_watched(run)))
+
+    def run_watched(self, run):
+        """On a pool thread: run_handler, where the sentinel can find its stack."""
+        self.deadlines.threads[run.pk] = threading.get_ident()
+        return self.run_handler(run.row)
 
     def run_handler(self, row):
-        """On a pool thread: the State the row's handler moves it to, or None."""
+        """The State the row's handler moves it to, or None."""
         graph = row.state_graph()
         self.close_old_connections()
         try:
@@ -107,8 +192,12 @@ class StateRunner(Poller):
                 return None  # logged at boot
             returned = state.handler_function(row)
             return None if returned is None else graph.get(returned)
-        except Exception:
-            # The row stays where it is and is tried again after the interval.
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt) and on_main_thread():
+                raise  # Ctrl-C, where handlers run on it (steady_queue.testing)
+            # SystemExit and KeyboardInterrupt too: raised by a handler, they
+            # concern its row alone, which stays where it is and is tried
+            # again after the interval; this thread carries on.
             logger.exception(
                 "%s: the handler of %s.%s failed on %s %s",
                 self.description,
@@ -126,6 +215,7 @@ class StateRunner(Poller):
             close_old_connections()
 
     def completed(self, outcome):
+        """Called from pool threads: queue the outcome and wake the main loop."""
         self.outcomes.append(outcome)
         self.wake_up()
 
@@ -133,12 +223,28 @@ class StateRunner(Poller):
         """Write the outcomes that came in: one call per model and lease."""
         from ..statemachines.models import rows_of
 
-        batches = collections.defaultdict(dict)
         while self.outcomes:
-            model, lease, row, state = self.outcomes.popleft()
-            batches[model, lease][row] = state
+            run, state = self.outcomes.popleft()
+            self.running.pop(run.pk, None)
+            if run.pk in self.timed_out:
+                self.timed_out.discard(run.pk)
+                logger.info(
+                    "%s: the handler of %s on %s %s returned after its timeout; "
+                    "what it returned is dropped",
+                    self.description,
+                    run.task_path,
+                    run.row._meta.label,
+                    run.row.pk,
+                )
+                continue
+            self.deadlines.forget(run.pk)
+            self.unwritten.append((run, state))
+        batches = collections.defaultdict(list)
+        for run, state in self.unwritten:
+            batches[run.model, run.lease].append((run, state))
         batches = list(batches.items())
-        for index, ((model, lease), outcomes) in enumerate(batches):
+        for index, ((model, lease), batch) in enumerate(batches):
+            outcomes = {run.row: state for run, state in batch}
             try:
                 written = rows_of(model).record_outcomes(outcomes, lease)
             except Exception:
@@ -146,12 +252,9 @@ class StateRunner(Poller):
                 # guard reconnects and backs off); the ones written are not
                 # written again. Should a lease run out first, its row is
                 # simply run again.
-                unwritten = [
-                    (key[0], key[1], row, state)
-                    for key, batch in batches[index:]
-                    for row, state in batch.items()
+                self.unwritten = [
+                    entry for _, rest in batches[index:] for entry in rest
                 ]
-                self.outcomes.extendleft(reversed(unwritten))
                 raise
             if written < len(outcomes):
                 logger.warning(
@@ -161,13 +264,76 @@ class StateRunner(Poller):
                     len(outcomes) - written,
                     model._meta.label,
                 )
+        self.unwritten = []
+
+    def fail_overrunning_handlers(self):
+        """Record the handlers past their timeout as failed tries; then drain
+        and exit to be replaced.
+
+        Their threads cannot be stopped: what they return later is dropped,
+        and their rows are not leased here again while they run. The other
+        handlers are not abandoned: they finish (each under its own timeout)
+        and are recorded, and then the runner exits, which in fork mode ends
+        the stuck threads with the process.
+        """
+        overdue = self.deadlines.overdue()
+        described = []
+        for number, deadline in overdue.items():
+            run = self.running[number]
+            stack = self.deadlines.stack_of(number)
+            self.deadlines.forget(number)
+            self.timed_out.add(number)
+            self.unwritten.append((run, None))
+            described.append(
+                f"the handler of {deadline.task_path} on {run.row._meta.label} "
+                f"{run.row.pk} ({deadline.seconds:g} s)"
+            )
+            logger.warning(
+                "%s: %s ran past its timeout and was recorded as a failed try; "
+                "its thread cannot be stopped and is abandoned; draining to be "
+                "replaced. It was at:\n%s",
+                self.description,
+                described[-1],
+                "".join(stack or ["(its stack is unknown)\n"]),
+            )
+        if self.drain_reason is None:
+            self.drain_reason = f"{len(described)} handler(s) ran past their timeout"
+        self.record_outcomes()
+
+    def drain_to_replace(self):
+        """Lease nothing; once every handler not abandoned is recorded, exit
+        to be replaced."""
+        if self.handlers_to_wait_for() or self.unwritten:
+            return self.deadlines.cap(FULL_POOL_WAIT)
+        logger.info(
+            "%s: %s; exiting to be replaced", self.description, self.drain_reason
+        )
+        self.replacement_reason = self.drain_reason
+        self.stop()
+        return 0
+
+    def handlers_to_wait_for(self):
+        """The runs still going that were not abandoned past their timeout."""
+        return [number for number in self.running if number not in self.timed_out]
 
     def stop_working(self):
         """Let running handlers finish for a while, write their outcomes, stop.
 
-        Rows whose handlers are still running keep their lease: another runner
-        takes them when it ends.
+        Rows whose handlers are still running keep their lease: it ends as a
+        failed try, and the row is tried again try_interval later.
         """
-        self.pool.wait_until_idle(self.options.shutdown_timeout)
+        timeout = 0 if self.immediate else self.options.shutdown_timeout
+        deadline = time.monotonic() + timeout
+        # The runs, not the pool: a thread abandoned past its timeout stays busy.
+        while self.handlers_to_wait_for():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self.guard.call(self.record_outcomes)
+            self.interruptible_sleep(min(remaining, 0.05))
         self.guard.call(self.record_outcomes)
         self.pool.stop()
+
+
+def on_main_thread():
+    return threading.current_thread() is threading.main_thread()

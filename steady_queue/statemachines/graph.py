@@ -1,9 +1,16 @@
-"""StateGraph: a model's states, each with its handler, retry interval and kind."""
+"""StateGraph: a model's states, each with its handler, retry interval,
+timeout and kind."""
+
+from datetime import timedelta
 
 from ..durations import parse_duration
 
 # Seconds between tries of a handler that did not move its row on.
 DEFAULT_TRY_INTERVAL = 60.0
+# A state without a timeout of its own gives its handler this share of the
+# runner's lease: the rest is the runner's time to record the timeout before
+# the lease ends.
+DEFAULT_TIMEOUT_SHARE = 0.8
 
 
 class State:
@@ -14,12 +21,16 @@ class State:
     move them on), is ``terminal`` (nothing more happens), or is
     ``externally_progressed`` (rows wait there until code moves them, with
     ``transition_perform``).
+
+    A handler running longer than ``timeout`` counts as a failed try; None
+    gives it DEFAULT_TIMEOUT_SHARE of the runner's lease.
     """
 
     def __init__(
         self,
         try_interval=DEFAULT_TRY_INTERVAL,
         *,
+        timeout=None,
         terminal=False,
         externally_progressed=False,
         initial=False,
@@ -30,13 +41,13 @@ class State:
                 "terminal state never changes, an externally progressed one "
                 "waits for code to move it."
             )
-        self.try_interval = (
-            parse_duration(try_interval)
-            if isinstance(try_interval, str)
-            else float(try_interval)
-        )
-        if self.try_interval <= 0:
-            raise ValueError(f"try_interval must be positive, got {try_interval!r}.")
+        if timeout is not None and (terminal or externally_progressed):
+            raise ValueError(
+                "A terminal or externally progressed state runs no handler, so "
+                "it takes no timeout."
+            )
+        self.try_interval = seconds_of(try_interval, "try_interval")
+        self.timeout = None if timeout is None else seconds_of(timeout, "timeout")
         self.terminal = terminal
         self.externally_progressed = externally_progressed
         self.initial = initial
@@ -73,6 +84,12 @@ class State:
     def runs_handler(self):
         return not (self.terminal or self.externally_progressed)
 
+    def timeout_under(self, lease):
+        """Seconds the handler may run for a runner whose lease is ``lease``."""
+        if self.timeout is not None:
+            return self.timeout
+        return lease * DEFAULT_TIMEOUT_SHARE
+
     @property
     def qualified_name(self):
         graph = self.graph.__name__ if self.graph else "?"
@@ -83,6 +100,19 @@ class State:
 
     def __repr__(self):
         return f"<State {self.qualified_name}>"
+
+
+def seconds_of(value, name):
+    """Positive seconds for a duration given as a number, a timedelta or a text."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, str):
+        seconds = parse_duration(value)
+    else:
+        seconds = float(value)
+    if seconds <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}.")
+    return seconds
 
 
 class StateGraph:

@@ -1,13 +1,16 @@
-"""State machines through a real supervisor: three runners, one killed with -9."""
+"""State machines through a real supervisor: three runners, one killed with -9;
+a runner whose every thread hangs, replaced."""
 
 import os
 import random
 import signal
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from ..helpers import wait_for
-from ..stator_app.models import Article
+from ..stator_app.models import Article, Chore
 from .support import rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -58,3 +61,32 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
     # At least once: only the rows the killed runner held (one per thread)
     # may have run twice, once its leases ran out.
     assert sum(1 for n in runs if n > 1) <= THREADS
+
+
+def test_handlers_hung_on_every_thread_hold_up_no_other_row(start_supervisor):
+    """Chore.todo's timeout is 0.5 s: the runner records each hung handler as
+    a failed try, drains and exits, and the one that replaces it (a fresh
+    process, without the stuck threads) runs the rest."""
+    first = timezone.now() - timedelta(seconds=1)
+    Chore.objects.bulk_create(
+        [Chore(behaviour="hangs", state_next_attempt_at=first) for _ in range(THREADS)]
+    )
+    Chore.objects.bulk_create([Chore() for _ in range(20)])
+    supervisor = start_supervisor(env={"SQ_TEST_STATE_RUNNERS": "1"})
+    [runner] = wait_for(
+        lambda: rows("state_runner"), timeout=30, message="a state runner registered"
+    )
+
+    wait_for(
+        lambda: Chore.objects.filter(state="done").count() == 20,
+        timeout=30,
+        message="every row behind the hung ones done",
+    )
+
+    assert [r.pid for r in rows("state_runner")] != [runner.pid]
+    hung = Chore.objects.filter(behaviour="hangs")
+    assert {(c.state, c.state_attempts) for c in hung} == {("todo", 1)}
+    assert not hung.exclude(state_locked_until=None).exists()
+    log = supervisor.log_path.read_text()
+    assert "ran past its timeout and was recorded as a failed try" in log
+    assert "asked to be replaced" in log, log

@@ -1,13 +1,23 @@
 """StateRunner, in-process: poll() leases due rows, runs handlers, moves rows."""
 
+from datetime import timedelta
+
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 
 from steady_queue.compat import task_backends
 from steady_queue.conf import StateMachinesConfig
 from steady_queue.processes.state_runner import StateRunner
 
 from ..helpers import wait_for
-from ..stator_app.models import Article, Parcel
+from ..stator_app.models import (
+    RELEASE_HANGING,
+    Article,
+    Chore,
+    ChoreStates,
+    Parcel,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,9 +37,12 @@ def make_runner():
         return runner
 
     yield make
+    # A hanging handler's thread ends here, not with the test process.
+    RELEASE_HANGING.set()
     for runner in made:
         runner.pool.stop()
         runner.close_wake_pipe()
+    RELEASE_HANGING.clear()
 
 
 def settle(runner, predicate, message):
@@ -78,7 +91,9 @@ def test_a_handler_returning_nothing_is_tried_again_after_the_interval(make_runn
 
     settle(
         runner,
-        lambda: Article.objects.filter(pk=waiting.pk, state_attempts=1).exists(),
+        lambda: Article.objects.filter(
+            pk=waiting.pk, state_attempts=1, state_locked_until=None
+        ).exists(),
         "one try recorded",
     )
     runner.poll()
@@ -90,16 +105,18 @@ def test_a_handler_returning_nothing_is_tried_again_after_the_interval(make_runn
 
 def test_a_row_leased_by_a_dead_runner_is_taken_once_its_lease_ends(make_runner):
     article = Article.objects.create()
-    # A runner leased it for 0.2 s and died before writing anything.
-    [_], _ = Article.objects.lease_due(10, lease_seconds=0.2)
+    # A runner leased it and died before writing anything; a minute later its
+    # lease is a failed try, due again 30 s (try_interval) after it ended.
+    [_], _ = Article.objects.lease_due(10, lease_seconds=1)
+    ago = timezone.now() - timedelta(seconds=59)
+    Article.objects.update(
+        state_locked_until=ago, state_next_attempt_at=ago + timedelta(seconds=30)
+    )
     runner = make_runner()
-
-    runner.poll()
-    assert Article.objects.get().state == "new"
 
     settle(runner, lambda: states() == {"archived": 1}, "taken over and archived")
     article.refresh_from_db()
-    assert article.published_times == 1
+    assert article.published_times == 1 and article.state_attempts == 0
 
 
 def test_a_transition_requested_from_code_is_acted_on_at_the_next_pass(make_runner):
@@ -146,7 +163,118 @@ def test_outcomes_whose_write_failed_are_all_written_at_the_next_poll(
     with pytest.raises(RuntimeError):
         runner.record_outcomes()
 
-    assert len(runner.outcomes) == 2  # neither batch was lost
+    assert len(runner.unwritten) == 2  # neither batch was lost
     runner.record_outcomes()
     assert Article.objects.get().state == "published"
     assert Parcel.objects.get().state == "arrived"
+
+
+def chore_stored(chore):
+    chore.refresh_from_db()
+    return chore
+
+
+def test_a_handler_raising_system_exit_or_keyboard_interrupt_is_a_failed_try(
+    make_runner, caplog
+):
+    runner = make_runner(threads=1)
+    runner.models = [Chore]
+    exits = Chore.objects.create(behaviour="exits")
+    interrupts = Chore.objects.create(behaviour="interrupts")
+    started = timezone.now()
+
+    settle(
+        runner,
+        lambda: not Chore.objects.exclude(state_locked_until=None).exists(),
+        "both tries recorded",
+    )
+
+    for chore in (chore_stored(exits), chore_stored(interrupts)):
+        assert chore.state == "todo" and chore.state_attempts == 1
+        # Its state's try_interval (30 s) before the next try.
+        assert chore.state_next_attempt_at >= started + timedelta(seconds=29)
+    assert "SystemExit" in caplog.text and "KeyboardInterrupt" in caplog.text
+    # The runner's one thread survived both.
+    fine = Chore.objects.create()
+    settle(runner, lambda: chore_stored(fine).state == "done", "a later row done")
+
+
+def test_a_handler_past_its_timeout_is_a_failed_try_and_its_runner_drains(
+    make_runner, caplog
+):
+    runner = make_runner(threads=2)
+    runner.models = [Chore]
+    hung = Chore.objects.create(behaviour="hangs")
+    started = timezone.now()
+
+    # Chore.todo's timeout is 0.5 s.
+    settle(runner, lambda: runner.replacement_reason, "the runner asks for a fresh one")
+
+    hung = chore_stored(hung)
+    assert hung.state == "todo" and hung.state_attempts == 1
+    assert hung.state_locked_until is None
+    assert hung.state_next_attempt_at >= started + timedelta(seconds=29)
+    assert runner.stopping
+    assert "ran past their timeout" in runner.replacement_reason
+    assert "in do" in caplog.text  # where the handler was stuck
+    # Stopping: it leases nothing more, though a thread is free.
+    fine = Chore.objects.create()
+    runner.poll()
+    assert chore_stored(fine).state_locked_until is None
+
+
+def test_a_runner_never_leases_a_row_whose_handler_it_still_runs(
+    make_runner, monkeypatch
+):
+    monkeypatch.setattr(ChoreStates.todo, "timeout", 30)
+    runner = make_runner(threads=2)
+    runner.models = [Chore]
+    hung = Chore.objects.create(behaviour="hangs")
+    runner.poll()
+    assert runner.pool.idle_threads == 1  # the handler runs, and hangs
+    # Its lease has ended, as if the handler ran past it.
+    past = timezone.now() - timedelta(seconds=60)
+    Chore.objects.filter(pk=hung.pk).update(
+        state_locked_until=past, state_next_attempt_at=past
+    )
+
+    runner.poll()
+
+    assert chore_stored(hung).state_locked_until == past
+    assert runner.pool.idle_threads == 1
+
+
+def test_a_runner_whose_clock_is_ahead_takes_no_row_another_runner_leased(
+    make_runner, monkeypatch
+):
+    held = Article.objects.create()
+    # Another runner, on the database's clock, leases it for 30 s.
+    [_], lease = Article.objects.lease_due(10, lease_seconds=30)
+    now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: now() + timedelta(seconds=40))
+    runner = make_runner(lease=30)
+
+    runner.poll()
+
+    held.refresh_from_db()
+    assert held.state_locked_until == lease and held.published_times == 0
+    # Nor does it set leases by its own clock.
+    free = Article.objects.create()
+    runner.models = [Article]
+    runner.poll()
+    free.refresh_from_db()
+    assert free.state_locked_until is not None
+    assert abs(free.state_locked_until - (now() + timedelta(seconds=30))) < timedelta(
+        seconds=10
+    )
+
+
+def test_a_runner_refuses_to_start_where_a_timeout_is_not_below_its_lease():
+    config = StateMachinesConfig(models=("stator_app.Chore",), lease=0.5)
+    runner = StateRunner(task_backends["default"], config, name="state-runner-x")
+
+    message = r"ChoreStates.todo \(0.5 s\): a state's timeout must be below the lease"
+    with pytest.raises(ImproperlyConfigured, match=message):
+        runner.boot()
+    assert runner.process is None  # not registered
+    runner.close_wake_pipe()

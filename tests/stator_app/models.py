@@ -1,5 +1,7 @@
 """Models the suite needs of its own: a StatorModel for the state machines."""
 
+import threading
+
 from django.db import models
 
 from steady_queue.statemachines import State, StateField, StateGraph, StatorModel
@@ -59,3 +61,33 @@ class Parcel(StatorModel):
 @ParcelStates.sent.handler
 def arrive(parcel):
     return ParcelStates.arrived
+
+
+# Set by the tests that start a hanging handler, so its thread ends with them.
+RELEASE_HANGING = threading.Event()
+
+
+class ChoreStates(StateGraph):
+    todo = State(try_interval=30, timeout=0.5)
+    done = State(terminal=True)
+
+
+class Chore(StatorModel):
+    """A StatorModel whose handler misbehaves as its ``behaviour`` says."""
+
+    behaviour = models.CharField(max_length=20, default="")
+    state = StateField(ChoreStates)
+
+    class Meta:
+        app_label = "stator_app"
+
+
+@ChoreStates.todo.handler
+def do(chore):
+    if chore.behaviour == "hangs":
+        RELEASE_HANGING.wait(timeout=60)
+    elif chore.behaviour == "exits":
+        raise SystemExit(3)
+    elif chore.behaviour == "interrupts":
+        raise KeyboardInterrupt
+    return ChoreStates.done
