@@ -3,7 +3,8 @@
 The rows are written with one INSERT ... SELECT (generate_series on
 PostgreSQL, a recursive CTE on MariaDB/MySQL): most finished over the last 30
 days, plus a thousand each of ready, scheduled and failed jobs. Each page is
-timed after one warm-up request and must render within PAGE_BOUND seconds.
+timed after one warm-up request (the fastest of three) and must render within
+PAGE_BOUND seconds.
 """
 
 import time
@@ -82,13 +83,18 @@ def fill_jobs_table():
         )
 
 
-def timed_get(client, url):
+def timed_get(client, url, tries=3):
+    """The response and the fastest of ``tries`` timed requests: other work on
+    the machine can only slow a request down, so the fastest is the page's
+    own cost (a page that scans the million rows is slow every time)."""
     client.get(url)  # warm-up: templates compiled, connection open
-    start = time.perf_counter()
-    response = client.get(url)
-    elapsed = time.perf_counter() - start
-    assert response.status_code == 200, url
-    return response, elapsed
+    fastest = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        response = client.get(url)
+        fastest = min(fastest, time.perf_counter() - start)
+        assert response.status_code == 200, url
+    return response, fastest
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from ..helpers import wait_for
-from ..stator_app.models import Article, Chore
+from ..stator_app.models import Chore, Leaflet
 from .support import rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -21,14 +21,14 @@ THREADS = 4  # tests/settings.py: threads of each state runner
 
 
 def archived():
-    return Article.objects.filter(state="archived").count()
+    return Leaflet.objects.filter(state="archived").count()
 
 
 # Chaos at scale: Django 6.1's lanes run it (scripts/test-matrix).
 @pytest.mark.slow
 def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_supervisor):
-    Article.objects.bulk_create(
-        [Article(title=f"row {i}") for i in range(ROWS)], batch_size=1000
+    Leaflet.objects.bulk_create(
+        [Leaflet(title=f"row {i}") for i in range(ROWS)], batch_size=1000
     )
     # CONN_MAX_AGE: each handler uses the database; reconnecting for each one
     # held MariaDB to ~70 handlers a second here (docs/state-machines.rst).
@@ -56,7 +56,7 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
         message="the killed runner replaced",
     )
     wait_for(lambda: archived() == ROWS, timeout=180, message="every row archived")
-    runs = list(Article.objects.values_list("published_times", flat=True))
+    runs = list(Leaflet.objects.values_list("published_times", flat=True))
     assert min(runs) == 1, "a row skipped the handler of its state"
     # At least once: only the rows the killed runner held (one per thread)
     # may have run twice, once its leases ran out.

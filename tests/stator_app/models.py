@@ -42,6 +42,36 @@ def archive(article):
     return "archived"
 
 
+class LeafletStates(StateGraph):
+    """Article's graph with one-second tries: in the chaos test, the rows a
+    killed runner held wait its lease and then one try_interval."""
+
+    new = State(try_interval=1)
+    published = State(try_interval=1)
+    archived = State(terminal=True)
+
+
+class Leaflet(StatorModel):
+    title = models.CharField(max_length=100, default="")
+    state = StateField(LeafletStates)
+    published_times = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        app_label = "stator_app"
+
+
+@LeafletStates.new.handler
+def publish_leaflet(leaflet):
+    """Counts its runs in the row itself: at least once per entry into new."""
+    type(leaflet).objects.filter(pk=leaflet.pk).update(
+        published_times=models.F("published_times") + 1
+    )
+    return "published"
+
+
+LeafletStates.published.handler(archive)
+
+
 class ParcelStates(StateGraph):
     sent = State(try_interval=30)
     arrived = State(terminal=True)
