@@ -16,7 +16,8 @@ WITH := -e ".[postgres,pymysql,test]" sphinx ruff
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo bench bench-scale docs lint clean env chromium
+.PHONY: test test-fast demo bench bench-scale docs lint clean env chromium \
+	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
 $(VENVS)/%/.installed: pyproject.toml
@@ -33,15 +34,24 @@ env: $(VENVS)/dj61/.installed
 # SQLite, then the docs (warnings are errors), then the packaging checks (build,
 # twine check, metadata, the sdist's own tests): scripts/test-suite runs each
 # step even when one failed, and ends with every step's verdict.
-# The four virtualenvs and Chromium are installed side by side.
+# The four virtualenvs and the Debian packages are installed side by side.
 test:
 	@$(MAKE) --no-print-directory -j5 $(VENVS)/dj61/.installed \
 		$(VENVS)/dj60/.installed $(VENVS)/dj52/.installed \
-		$(VENVS)/wagtail/.installed chromium
+		$(VENVS)/wagtail/.installed system-packages
 	@bash scripts/test-suite
+
+# One apt at a time: two installs side by side would fight over apt's lock.
+system-packages:
+	@bash scripts/install-chromium
+	@bash scripts/install-topology-tools
 
 chromium:
 	@bash scripts/install-chromium
+
+# PgBouncer, Prometheus and libfaketime for the tests that start them.
+topology-tools:
+	@bash scripts/install-topology-tools
 
 # One database, one Django: make test-fast DB=postgres
 DB ?= sqlite

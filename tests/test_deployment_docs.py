@@ -6,29 +6,20 @@ URLs and timeouts it names, so an edit to either side that breaks it fails.
 
 import configparser
 import re
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
 
 from steady_queue.conf import Options
 
-yaml = pytest.importorskip("yaml")
+from . import docs_blocks
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "deployment.rst"
+yaml = pytest.importorskip("yaml")
 
 
 def code_block(language):
-    """The first ``.. code-block:: language`` of the page, dedented."""
-    text = DOC.read_text()
-    start = text.index(f".. code-block:: {language}\n")
-    lines = text[start:].splitlines()[2:]
-    block = []
-    for line in lines:
-        if line and not line.startswith("   "):
-            break
-        block.append(line[3:])
-    return "\n".join(block).strip() + "\n"
+    """The first ``.. code-block:: language`` of docs/deployment.rst."""
+    return docs_blocks.code_block("deployment.rst", language)
 
 
 def seconds(value):
