@@ -80,6 +80,10 @@ class Options:
     supervisor_pidfile: str | None = None
     mode: str = "fork"
     listen_notify: bool = True
+    # The DATABASES alias the workers' LISTEN connections use, when "database"
+    # reaches PostgreSQL through a pooler in transaction mode (a LISTEN there
+    # hears nothing); None: "database" itself.
+    listen_database: str | None = None
     # Seconds one run of a task may take unless it has its own @timeout; None: no
     # limit.
     timeout: float | None = None
@@ -392,6 +396,7 @@ _READERS = {
     "supervisor_pidfile": _pidfile,
     "mode": _mode,
     "listen_notify": _boolean,
+    "listen_database": _optional(_database),
     "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
     "concurrency_duration": _duration,
     "retry": lambda v, w, e: _retry_policy(v, w, e),
@@ -422,6 +427,25 @@ def _retry_policy(value, where, errors):
     return policy_from_options(value, where, errors)
 
 
+def _listen_database_is_postgresql(options, where, errors):
+    """LISTEN exists only on PostgreSQL: both databases must be PostgreSQL."""
+    from django.conf import settings
+
+    if options.listen_database is None:
+        return
+    engines = {
+        name: settings.DATABASES[name].get("ENGINE", "")
+        for name in (options.database, options.listen_database)
+    }
+    others = {name: e for name, e in engines.items() if "postgresql" not in e}
+    if others:
+        named = ", ".join(f"{name!r} ({engine})" for name, engine in others.items())
+        errors.append(
+            f"{where}['listen_database'] is for PostgreSQL, whose workers LISTEN "
+            f"for new jobs; {named} is not PostgreSQL. Remove 'listen_database'."
+        )
+
+
 def read_options(raw, alias="default"):
     """Return (Options, errors): the parsed options and a message per problem."""
     errors: list[str] = []
@@ -436,6 +460,7 @@ def read_options(raw, alias="default"):
             if parsed is not None:
                 kwargs[key] = parsed
     options = Options(**kwargs, alias=alias)
+    _listen_database_is_postgresql(options, where, errors)
     if options.process_alive_threshold <= options.process_heartbeat_interval:
         errors.append(
             f"{where}['process_alive_threshold'] ({options.process_alive_threshold}s)"

@@ -257,3 +257,20 @@ if os.environ.get("SQ_TEST_WORKER_QUEUES"):
     TASKS["default"]["OPTIONS"]["workers"][0]["queues"] = os.environ[
         "SQ_TEST_WORKER_QUEUES"
     ].split(",")
+
+# tests/integration/test_pgbouncer.py: a process that reaches PostgreSQL through
+# PgBouncer in transaction mode (on SQ_TEST_POOLER_PORT), with the settings
+# Django documents for it; its workers LISTEN on a direct connection (the
+# "direct" alias, on SQ_TEST_LISTEN_PORT if set: a port nothing serves shows
+# the fallback to polling).
+if os.environ.get("SQ_TEST_POOLER_PORT"):
+    DATABASES["direct"] = {
+        **DATABASES["default"],
+        "PORT": os.environ.get("SQ_TEST_LISTEN_PORT", DATABASES["default"]["PORT"]),
+    }
+    DATABASES["default"] = {
+        **DATABASES["default"],
+        "PORT": os.environ["SQ_TEST_POOLER_PORT"],
+        "DISABLE_SERVER_SIDE_CURSORS": True,
+    }
+    TASKS["default"]["OPTIONS"]["listen_database"] = "direct"

@@ -71,6 +71,10 @@ def test_a_single_queue_name_becomes_a_tuple():
         ({"database": "elsewhere"}, "names the database 'elsewhere', which is not in"),
         ({"preserve_finished_jobs": "yes"}, "must be True or False"),
         (
+            {"listen_database": "direct"},
+            "['listen_database'] names the database 'direct', which is not in",
+        ),
+        (
             {"state_machines": [{"models": ["Post"]}]},
             "['state_machines'][0]['models'] must be '*' or a list of model labels",
         ),
@@ -109,3 +113,24 @@ def test_state_machine_runners_are_read_like_workers():
 def test_a_queue_list_may_leave_queues_out():
     options = parse_options({"workers": [{"queues": ["*", "!reports", "!big*"]}]})
     assert options.workers[0].queues == ("*", "!reports", "!big*")
+
+
+def test_listen_database_names_a_postgresql_alias(monkeypatch):
+    from django.conf import settings
+
+    direct = {**settings.DATABASES["default"], "ENGINE": "django.db.backends.sqlite3"}
+    monkeypatch.setitem(settings.DATABASES, "direct", direct)
+    database = settings.DATABASES["default"]["ENGINE"]
+    errors = errors_for({"listen_database": "direct"})
+    assert any(
+        "['listen_database'] is for PostgreSQL" in error
+        and "'direct' (django.db.backends.sqlite3) is not PostgreSQL" in error
+        for error in errors
+    ), errors
+    direct["ENGINE"] = "django.db.backends.postgresql"
+    errors = errors_for({"listen_database": "direct"})
+    if "postgresql" in database:
+        assert errors == []
+        assert parse_options({"listen_database": "direct"}).listen_database == "direct"
+    else:
+        assert any(f"'default' ({database}) is not PostgreSQL" in e for e in errors)

@@ -75,9 +75,10 @@ class ReadyListener(Interruptible):
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** min(failures - 1, 6))
                 logger.warning(
-                    "%s: LISTEN connection lost (%s); polling meanwhile, "
-                    "reconnecting in %.1fs",
+                    "%s: LISTEN connection to database %r lost (%s); polling "
+                    "meanwhile, reconnecting in %.1fs",
                     self.name,
+                    self.database,
                     str(error).strip().splitlines()[0] if str(error).strip() else error,
                     delay,
                 )

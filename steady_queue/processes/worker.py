@@ -102,7 +102,10 @@ class Worker(Poller):
         if self.options.listen_notify and ReadyListener.is_supported(self.database):
             # A NOTIFY for a new ready job ends the poll sleep at once.
             self.listener = ReadyListener(
-                self.database, self.wake_up, self.name, self.backend.alias
+                self.options.listen_database or self.database,
+                self.wake_up,
+                self.name,
+                self.backend.alias,
             )
             self.listener.start()
 
