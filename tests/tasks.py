@@ -376,3 +376,21 @@ def fan_out(batch_id, count):
 def enqueues_itself():
     """Enqueues its own next run: a queue with it never empties."""
     enqueues_itself.enqueue()
+
+
+def _record_monotonic_interval(path, key, seconds):
+    """As _record_interval, on the monotonic clock, which every process of this
+    machine shares whatever time libfaketime tells each of them."""
+    started = time.monotonic()
+    time.sleep(seconds)
+    with open(path, "a") as file:
+        file.write(f"{key} {started} {time.monotonic()} {os.getpid()}\n")
+    return key
+
+
+# Longer than a run waits and lasts in tests/integration/test_many_hosts.py,
+# shorter than the 30 s its hosts' clocks are off by.
+@limits_concurrency(to=1, key=_key_argument, duration=15)
+@task
+def one_at_a_time_on_any_host(path, key, seconds):
+    return _record_monotonic_interval(path, key, seconds)

@@ -19,9 +19,10 @@ class SemaphoreQuerySet(QueueQuerySet):
         sees the job we block and releases it (no wake-up is lost).
         """
         now = now or timezone.now()
+        expires_at = self.expiry_after(duration)
         found = self.lock_or_create(
             {"key": key},
-            {"value": limit - 1, "limit": limit, "expires_at": now + duration},
+            {"value": limit - 1, "limit": limit, "expires_at": expires_at},
             ["pk", "value"],
         )
         if found is None:
@@ -29,7 +30,7 @@ class SemaphoreQuerySet(QueueQuerySet):
         pk, value = found
         if value <= 0:
             return False
-        self.filter(pk=pk).take_one(duration, now)
+        self.filter(pk=pk).take_one(expires_at, now)
         return True
 
     def take_slot_for(self, job, limit, now):
@@ -51,17 +52,29 @@ class SemaphoreQuerySet(QueueQuerySet):
         still never number more than ``limit``. Runs in the caller's transaction.
         """
         now = now or timezone.now()
+        expires_at = self.expiry_after(duration)
         found = self.lock_or_create(
             {"key": key},
-            {"value": limit - 1, "limit": limit, "expires_at": now + duration},
+            {"value": limit - 1, "limit": limit, "expires_at": expires_at},
             ["pk"],
         )
         if found is not None:
-            self.filter(pk=found[0]).take_one(duration, now)
+            self.filter(pk=found[0]).take_one(expires_at, now)
 
-    def take_one(self, duration, now):
-        """Take a slot of these (locked) semaphores, and hold them ``duration`` more."""
-        self.update(value=F("value") - 1, expires_at=now + duration, updated_at=now)
+    def take_one(self, expires_at, now):
+        """Take a slot of these (locked) semaphores, held until ``expires_at``."""
+        self.update(value=F("value") - 1, expires_at=expires_at, updated_at=now)
+
+    def expiry_after(self, duration):
+        """When a slot taken now expires after ``duration``, by the database's
+        clock.
+
+        Maintenance compares expiries with that clock: one written from a
+        host's clock 30 s behind, with a 5 s duration, was already past, and
+        the next maintenance freed a slot that a run still held (two runs of
+        a key limited to one, on three hosts with skewed clocks).
+        """
+        return self.database_now() + duration
 
     def release_slots(self, keys):
         """Give back one slot per occurrence of a key (never above its limit)."""
@@ -73,7 +86,7 @@ class SemaphoreQuerySet(QueueQuerySet):
 
     def expired(self, now=None):
         """Semaphores no run has taken a slot of for their whole duration."""
-        return self.filter(expires_at__lt=now or timezone.now())
+        return self.filter(expires_at__lt=now or self.database_now())
 
 
 class Semaphore(models.Model):

@@ -6,6 +6,8 @@ import random
 import signal
 import subprocess
 import time
+from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from django.db import connection, connections
@@ -215,6 +217,47 @@ def account_for(results, path):
             assert runs[label] == 1, f"job {job.pk} finished but ran {runs[label]}x"
             succeeded += 1
     return succeeded, failed, runs
+
+
+# Recurring tasks
+
+
+def assert_each_tick_has_one_job(executions, contiguous=True):
+    """Each tick enqueued one job, once; with ``contiguous``, every second
+    between the first and the last tick had its tick."""
+    run_times = [execution.run_at for execution in executions]
+    assert len(set(run_times)) == len(run_times), "a tick was enqueued twice"
+    if contiguous:
+        assert {b - a for a, b in pairwise(run_times)} == {timedelta(seconds=1)}
+    job_ids = [execution.job_id for execution in executions]
+    assert Job.objects.filter(pk__in=job_ids).count() == len(set(job_ids))
+    assert len(set(job_ids)) == len(executions)
+
+
+# Concurrency limits
+
+
+def intervals(path):
+    """{key: [(start, end), ...]} from the lines the limited tasks wrote."""
+    found = collections.defaultdict(list)
+    with open(path) as file:
+        for line in file:
+            key, start, end, _ = line.split()
+            found[key].append((float(start), float(end)))
+    return found
+
+
+def most_at_once(spans):
+    """The largest number of spans that overlap at any moment."""
+    # At equal times an end sorts before a start: touching spans do not overlap.
+    events = sorted(
+        [(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans]
+    )
+    running = peak = 0
+    for _, change in events:
+        running += change
+        peak = max(peak, running)
+    return peak
 
 
 # Database outages

@@ -1,6 +1,5 @@
 """@limits_concurrency under real workers: limits hold, slots survive crashes."""
 
-import collections
 import os
 import signal
 import threading
@@ -22,6 +21,8 @@ from steady_queue.models import (
 from .. import tasks
 from ..helpers import wait_for
 from .support import (
+    intervals,
+    most_at_once,
     statuses,
     wait_for_boot,
     wait_for_exit,
@@ -29,29 +30,6 @@ from .support import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def intervals(path):
-    """{key: [(start, end), ...]} from the lines the limited tasks wrote."""
-    found = collections.defaultdict(list)
-    with open(path) as file:
-        for line in file:
-            key, start, end, _ = line.split()
-            found[key].append((float(start), float(end)))
-    return found
-
-
-def most_at_once(spans):
-    """The largest number of spans that overlap at any moment."""
-    # At equal times an end sorts before a start: touching spans do not overlap.
-    events = sorted(
-        [(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans]
-    )
-    running = peak = 0
-    for _, change in events:
-        running += change
-        peak = max(peak, running)
-    return peak
 
 
 def enqueue_in_threads(calls, threads=3):

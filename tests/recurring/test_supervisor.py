@@ -2,8 +2,6 @@
 
 import json
 import signal
-from datetime import timedelta
-from itertools import pairwise
 
 import pytest
 from django.utils import timezone
@@ -12,20 +10,13 @@ from steady_queue.models import Job, Process, RecurringExecution
 from steady_queue.processes.supervisor import child_specs
 
 from ..helpers import wait_for
+from ..integration.support import assert_each_tick_has_one_job
 
 EVERY_SECOND = {"tick": {"task": "tests.tasks.noop", "schedule": "every second"}}
 
 
 def kinds(specs):
     return [spec.kind for spec in specs]
-
-
-def assert_each_tick_has_one_job(executions):
-    run_times = [execution.run_at for execution in executions]
-    assert {b - a for a, b in pairwise(run_times)} == {timedelta(seconds=1)}
-    job_ids = [execution.job_id for execution in executions]
-    assert Job.objects.filter(pk__in=job_ids).count() == len(set(job_ids))
-    assert len(set(job_ids)) == len(executions)
 
 
 def test_no_scheduler_without_recurring_tasks(configure):
