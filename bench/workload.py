@@ -178,9 +178,15 @@ def phase_latency(target: Target, sizes: Sizes) -> dict:
     }
 
 
-def phase_drain(target: Target, n: int) -> dict:
-    """N jobs pre-enqueued, workers started: time to last finish, memory, leftovers."""
+def phase_drain(target: Target, n: int, observe=None) -> dict:
+    """N jobs pre-enqueued, workers started: time to last finish, memory, leftovers.
+
+    ``observe``, if given, is called once the jobs are enqueued; what it
+    returns is called with the drain's seconds once the drain ends, and its
+    result is kept as "observed" (bench/saturation.py samples the server).
+    """
     prefill = target.driver("prefill", n=n, timeout=SLACK_SECONDS + n / MIN_RATE)
+    stop_observing = observe() if observe else None
     started = time.time()
     workers = target.start_workers(f"drain{n}")
     sampler = TreeSampler([w.pid for w in workers])
@@ -198,7 +204,9 @@ def phase_drain(target: Target, n: int) -> dict:
         stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
     seconds = done["last_finish"] - started
     steady = done["last_finish"] - done["first_finish"]
+    observed = stop_observing(seconds) if stop_observing else None
     return {
+        **({"observed": observed} if observe else {}),
         "n": n,
         "prefill_seconds": prefill["seconds"],
         "seconds": seconds,

@@ -274,3 +274,16 @@ if os.environ.get("SQ_TEST_POOLER_PORT"):
         "DISABLE_SERVER_SIDE_CURSORS": True,
     }
     TASKS["default"]["OPTIONS"]["listen_database"] = "direct"
+
+# tests/integration/test_second_server.py: TASKS["second"] keeps its jobs on
+# another PostgreSQL server, one the test starts (initdb) on this port.
+if os.environ.get("SQ_TEST_SECOND_SERVER_PORT"):
+    DATABASES["second"] = {
+        **DATABASES["default"],
+        "PORT": os.environ["SQ_TEST_SECOND_SERVER_PORT"],
+        "NAME": "postgres",
+    }
+    TASKS["second"] = {
+        **TASKS["separate"],
+        "OPTIONS": {**TASKS["separate"]["OPTIONS"], "database": "second"},
+    }
