@@ -13,7 +13,6 @@ minutes per database. Writes results/aliases.md and results/aliases.json.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -126,22 +125,14 @@ def main() -> None:
         }
     data["duration_s"] = time.monotonic() - began
     data["machine"] = machine.describe_run(versions, load_start)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "aliases.json").write_text(json.dumps(data, indent=1, default=str))
-    text = "\n".join(
-        [
-            "# The backend alias in the claim: before and after",
-            "",
-            *report.machine_lines(data),
-            f"- before: the package in {before}; after: this repository",
-            "",
-            table(data),
-            "",
-        ]
+    report.write_named(
+        RESULTS,
+        "aliases",
+        data,
+        "The backend alias in the claim: before and after",
+        [f"- before: the package in {before}; after: this repository"],
+        table(data),
     )
-    (RESULTS / "aliases.md").write_text(text)
-    print()
-    print(text)
 
 
 if __name__ == "__main__":

@@ -406,6 +406,20 @@ def machine_lines(data: dict) -> list[str]:
     ]
 
 
+def write_named(
+    results_dir: Path, name: str, data: dict, heading: str, notes, table: str
+) -> str:
+    """Write ``name``.json (the data) and ``name``.md (the heading, the machine,
+    the notes and the table) in results_dir; print and return the markdown."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+    text = "\n".join([f"# {heading}", "", *machine_lines(data), *notes, "", table, ""])
+    (results_dir / f"{name}.md").write_text(text)
+    print()
+    print(text)
+    return text
+
+
 def write(data: dict, results_dir: Path) -> str:
     """Write latest.json and latest.md; return the terminal rendering."""
     header, rows = build_table(data)

@@ -16,7 +16,6 @@ quotes them.
 
 import argparse
 import collections
-import json
 import os
 import sys
 import threading
@@ -213,22 +212,14 @@ def main():
         "duration_s": time.monotonic() - began,
         "machine": machine.describe_run(versions, load_start),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "saturation.json").write_text(json.dumps(data, indent=1, default=str))
-    text = "\n".join(
-        [
-            "# One PostgreSQL: a drain with more and more worker processes",
-            "",
-            *report.machine_lines(data),
-            f"- {args.jobs:,} no-op jobs per step; 8 threads per worker process",
-            "",
-            table(steps),
-            "",
-        ]
+    report.write_named(
+        RESULTS,
+        "saturation",
+        data,
+        "One PostgreSQL: a drain with more and more worker processes",
+        [f"- {args.jobs:,} no-op jobs per step; 8 threads per worker process"],
+        table(steps),
     )
-    (RESULTS / "saturation.md").write_text(text)
-    print()
-    print(text)
 
 
 if __name__ == "__main__":

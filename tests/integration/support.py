@@ -5,6 +5,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from datetime import timedelta
 from itertools import pairwise
@@ -23,7 +24,9 @@ from steady_queue.models import (
 )
 
 from .. import tasks
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PROCESS_ERRORS = {
     "steady_queue.exceptions.ProcessExitError",
@@ -71,6 +74,33 @@ def zombie_children(pid):
 def is_running(pid):
     stat = proc_stat(pid)
     return stat is not None and stat[0] != "Z"
+
+
+def run_python(*args, env=None, timeout=60):
+    """Run this venv's python with ``args`` in the project, on the test database
+    (as forked supervisors are), with ``env`` added; return its stdout, or
+    fail with its output."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
+            "PYTHONPATH": str(ROOT),
+            **(env or {}),
+        },
+        capture_output=True,
+        text=True,
+        timeout=scaled(timeout),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def run_manage_py(*args, env=None, timeout=60):
+    """Run ``tests/manage.py args`` as run_python() does; return its stdout."""
+    manage = str(ROOT / "tests" / "manage.py")
+    return run_python(manage, *args, env=env, timeout=timeout)
 
 
 # The process registry

@@ -33,6 +33,7 @@ from .support import (
     is_running,
     most_at_once,
     rows,
+    run_manage_py,
     wait_for_boot,
     wait_for_exit,
 )
@@ -109,22 +110,6 @@ def host_clock(tmp_path):
     return environment
 
 
-def enqueue_on_host(environment, code):
-    """Run ``code`` in `manage.py shell` on a host with ``environment``."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "manage.py"), "shell", "-c", code],
-        env={
-            **os.environ,
-            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-            **environment,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def ended(job_ids):
     """How many of these jobs finished or failed."""
     jobs = Job.objects.filter(pk__in=job_ids)
@@ -152,13 +137,15 @@ def test_three_hosts_with_skewed_clocks_run_every_job_once(
     limited_path = tmp_path / "limited"
     # The limited jobs come from a web host 30 s behind: a slot's expiry
     # written by its clock would be past before the job ran.
-    enqueue_on_host(
-        host_clock(CLOCKS["behind"]),
+    run_manage_py(
+        "shell",
+        "-c",
         "from tests import tasks\n"
         f"for _ in range({LIMITED_PER_KEY}):\n"
         f"    for k in range({LIMITED_KEYS}):\n"
         "        tasks.one_at_a_time_on_any_host.enqueue("
         f"{str(limited_path)!r}, f'key-{{k}}', 0.5)\n",
+        env=host_clock(CLOCKS["behind"]),
     )
     limited = list(Job.objects.values_list("pk", flat=True))
     assert len(limited) == LIMITED_KEYS * LIMITED_PER_KEY

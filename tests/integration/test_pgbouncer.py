@@ -9,7 +9,6 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,13 +21,14 @@ from steady_queue.models import Job, Process, RecurringExecution
 
 from .. import docs_blocks, tasks
 from ..binaries import free_port, require
-from ..conftest import ROOT
 from ..helpers import scaled, wait_for
 from ..stator_app.models import Article
 from .support import (
     account_for,
     enqueue_records,
     kill_random_worker,
+    run_manage_py,
+    run_python,
     runs_by_label,
     wait_for_boot,
     wait_for_exit,
@@ -138,40 +138,10 @@ def pgbouncer():
 
 def pooled_client(pgbouncer, *args):
     """Run tests/integration/pooled_client.py through the pooler; its JSON."""
-    environment = {
-        **os.environ,
-        "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-        "PYTHONPATH": str(ROOT),
-        **pgbouncer.environment(),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.pooled_client", *args],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
+    output = run_python(
+        "-m", "tests.integration.pooled_client", *args, env=pgbouncer.environment()
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
-
-
-def status_through(pgbouncer):
-    environment = {
-        **os.environ,
-        "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-        "PYTHONPATH": str(ROOT),
-        **pgbouncer.environment(),
-    }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", "status"],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=scaled(60),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return json.loads(output.splitlines()[-1])
 
 
 def pickup_seconds(path, label):
@@ -225,7 +195,7 @@ def test_every_path_works_through_the_pooler(pgbouncer, start_supervisor, tmp_pa
 
     pages = pooled_client(pgbouncer, "admin")
     assert pages and set(pages.values()) == {200}, pages
-    status = status_through(pgbouncer)
+    status = run_manage_py("steady_queue", "status", env=pgbouncer.environment())
     assert "worker" in status
 
     supervisor.signal(signal.SIGTERM)

@@ -6,7 +6,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -16,9 +15,14 @@ from django.db import connection
 from steady_queue.models import Job
 
 from ..binaries import free_port, require
-from ..conftest import ROOT
 from ..helpers import scaled, wait_for
-from .support import enqueue_records, proc_stat, runs_by_label, wait_for_boot
+from .support import (
+    enqueue_records,
+    proc_stat,
+    run_manage_py,
+    runs_by_label,
+    wait_for_boot,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -86,31 +90,13 @@ def second_server():
     server.remove()
 
 
-def manage(environment, *args):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "manage.py"), *args],
-        env={
-            **os.environ,
-            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-            "PYTHONPATH": str(ROOT),
-            **environment,
-        },
-        capture_output=True,
-        text=True,
-        timeout=scaled(120),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
     second_server, start_supervisor, tmp_path
 ):
     path = tmp_path / "runs"
     environment = {"SQ_TEST_SECOND_SERVER_PORT": str(second_server.port)}
-    manage(environment, "migrate", "--database", "second", "-v", "0")
-    manage(
-        environment,
+    run_manage_py("migrate", "--database", "second", "-v", "0", env=environment)
+    run_manage_py(
         "shell",
         "-c",
         "from steady_queue import enqueue_many\n"
@@ -118,6 +104,7 @@ def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
         f"calls = [(({str(path)!r}, f'second-{{n}}'), {{}}) "
         f"for n in range({JOBS_PER_SERVER})]\n"
         "enqueue_many(tasks.record_run.using(backend='second'), calls)\n",
+        env=environment,
     )
     enqueue_records(path, JOBS_PER_SERVER, prefix="default")
 

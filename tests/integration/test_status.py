@@ -2,20 +2,15 @@
 
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from steady_queue.models import ClaimedExecution, Process
 
-from ..conftest import ROOT
 from ..helpers import wait_for
-from .support import enqueue_sleeps, wait_for_boot, wait_for_exit
+from .support import enqueue_sleeps, run_manage_py, wait_for_boot, wait_for_exit
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -28,20 +23,7 @@ def status_json():
 
 def status_text_via_manage_py():
     """Run the real command line, as an operator would."""
-    env = {
-        **os.environ,
-        "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-        "PYTHONPATH": str(ROOT),
-    }
-    completed = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", "status"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return completed.stdout
+    return run_manage_py("steady_queue", "status")
 
 
 def test_status_lists_live_processes_and_what_they_run(start_supervisor):
