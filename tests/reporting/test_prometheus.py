@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -146,7 +147,12 @@ class PrometheusServer:
             with urllib.request.urlopen(url, timeout=5) as response:
                 answer = json.load(response)
         except urllib.error.HTTPError as error:
-            answer = json.load(error)
+            # A bad query is answered in JSON; a server still starting up
+            # answers 503 in plain text.
+            try:
+                answer = json.load(error)
+            except ValueError:
+                return f"HTTP {error.code}", []
         except OSError:
             return "unreachable", []
         return answer["status"], answer.get("data", {}).get("result", answer)
