@@ -70,9 +70,9 @@ class SemaphoreQuerySet(QueueQuerySet):
         clock.
 
         Maintenance compares expiries with that clock: one written from a
-        host's clock 30 s behind, with a 5 s duration, was already past, and
+        host's clock 30 s behind, with a 15 s duration, was already past, and
         the next maintenance freed a slot that a run still held (two runs of
-        a key limited to one, on three hosts with skewed clocks).
+        a key limited to one, tests/integration/test_many_hosts.py).
         """
         return self.database_now() + duration
 
