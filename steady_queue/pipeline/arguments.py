@@ -4,8 +4,9 @@ Plain JSON values (str, int, float, bool, None, lists, dicts with string keys)
 are stored as they are. A few more types round-trip exactly through a tagged
 object, ``{"__sq__": "<type>", ...}``: tuple, datetime, date, time, timedelta,
 Decimal, UUID and saved model instances (by label and primary key, fetched
-again when the job runs). A user dict that has the tag key itself is wrapped
-too, so it can never be mistaken for a tag. Anything else is refused at
+again when the job runs; arguments holding one are signed, see signing.py).
+A user dict that has the tag key itself is wrapped too, so it can never be
+mistaken for a tag. Anything else is refused at
 enqueue, naming the argument and its type. Never pickle: a job row can only
 ever produce these values.
 
@@ -27,6 +28,7 @@ from ..exceptions import (
     ArgumentsUnreadableError,
     EnqueueError,
 )
+from .signing import SIGNATURE, holds_valid_signature, signature_of
 
 TAG = "__sq__"
 # Set on the stored arguments when any value in them is tagged: a job whose
@@ -59,15 +61,20 @@ def serialize_arguments(task_path, args, kwargs):
     }
     if encoder.tagged:
         stored[TAGGED] = True
+    if encoder.names_models:
+        stored[SIGNATURE] = signature_of(stored)
     return stored
 
 
-def decode_arguments(stored, load_rows=True):
+def decode_arguments(stored, load_rows=True, signed=True):
     """Return ``(args, kwargs)`` from stored arguments, with tagged values rebuilt.
 
     With ``load_rows`` each model instance is fetched from its default manager
     (ArgumentRowMissingError if its row is gone); without, it is an instance
     holding only its primary key, whose other fields load when first read.
+    With ``signed``, arguments that name models must carry the signature
+    enqueue() gave them, or ArgumentDecodeError is raised before any model is
+    looked up.
     """
     error = getattr(stored, "error", None)
     if error is not None:
@@ -80,6 +87,13 @@ def decode_arguments(stored, load_rows=True):
     kwargs = stored.get("kwargs", {})
     if not stored.get(TAGGED):
         return args, kwargs
+    if signed and _names_models([args, kwargs]) and not holds_valid_signature(stored):
+        raise ArgumentDecodeError(
+            "The job's stored arguments name a model but their signature is "
+            "missing or wrong: the row was changed after enqueue (or signed with "
+            "a SECRET_KEY no longer in SECRET_KEY_FALLBACKS), so no model was "
+            "loaded and nothing was called."
+        )
     decode = _Decoder(load_rows).decode
     return [decode(value) for value in args], {
         name: decode(value) for name, value in kwargs.items()
@@ -107,11 +121,30 @@ def call_arguments(result):
     """Return ``(args, kwargs)`` of a TaskResult rebuilt as the task gets them.
 
     Model instances are fetched again; tuples come back as lists, since the
-    result holds them so.
+    result holds them so. A result carries no signature: the caller vouches
+    for where it came from.
     """
     return decode_arguments(
-        {"args": result.args, "kwargs": result.kwargs, TAGGED: True}
+        {"args": result.args, "kwargs": result.kwargs, TAGGED: True}, signed=False
     )
+
+
+def _names_models(value):
+    """Whether stored values hold a model tag, read as the decoder reads them."""
+    if isinstance(value, list):
+        return any(_names_models(item) for item in value)
+    if not isinstance(value, dict):
+        return False
+    name = value.get(TAG)
+    if name is None:
+        return any(_names_models(item) for item in value.values())
+    if name == "model":
+        return True
+    if name == "dict":
+        return _names_models(list(value["v"].values()))
+    if name == "tuple":
+        return _names_models(value["v"])
+    return False
 
 
 def _as_json(value):
@@ -136,6 +169,7 @@ class _Encoder:
     def __init__(self, task_path):
         self.task_path = task_path
         self.tagged = False
+        self.names_models = False
 
     def encode(self, value, where, path=""):
         if value is None or isinstance(value, str | bool | int):
@@ -220,6 +254,7 @@ class _Encoder:
                 f"an unsaved {label} instance (its pk is None); save it before "
                 "enqueueing, since only its primary key is stored",
             )
+        self.names_models = True
         return self.tag("model", model=label, pk=self.encode(value.pk, where, ".pk"))
 
     def tag(self, name, **fields):

@@ -14,6 +14,7 @@ from django.contrib.sessions.models import Session
 
 from steady_queue import call_arguments
 from steady_queue.compat import TaskResultStatus
+from steady_queue.exceptions import ArgumentDecodeError
 from steady_queue.models import ClaimedExecution, FailedExecution, Job, ReadyExecution
 from steady_queue.pipeline.arguments import decode_arguments, serialize_arguments
 
@@ -276,3 +277,84 @@ def test_a_tampered_task_path_fails_the_job_and_calls_nothing(
     assert error["exception_class_path"] == "steady_queue.exceptions.TaskNotFoundError"
     assert fragment in error["traceback"]
     assert not Path(marker).exists()
+
+
+# Signed model tags: a row rewritten by hand cannot load a model
+
+
+def test_only_arguments_naming_models_are_signed():
+    user = User(pk=7, username="ada")
+    assert "signature" not in serialize_arguments("t", [Decimal("1")], {})
+    assert "signature" in serialize_arguments("t", [user], {})
+
+
+@pytest.mark.django_db
+def test_a_signed_row_reads_back_after_its_json_keys_are_reordered():
+    user = User.objects.create(username="ada")
+    stored = serialize_arguments("t", [{"b": 1, "a": user}], {"k": (user,)})
+    reordered = json.loads(json.dumps(stored, sort_keys=True))
+    args, kwargs = decode_arguments(reordered)
+    assert args[0]["a"] == user and kwargs["k"][0] == user
+
+
+@pytest.mark.django_db
+def test_a_row_signed_with_a_fallback_key_reads_back(settings):
+    user = User.objects.create(username="ada")
+    stored = serialize_arguments("t", [user], {})
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-new-key-" + "x" * 50
+    assert decode_arguments(stored)[0] == [user]
+    settings.SECRET_KEY_FALLBACKS = []
+    with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
+        decode_arguments(stored)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(lambda s: s["args"][0].update(model="auth.Group"), id="label"),
+        pytest.param(lambda s: s["args"][0].update(pk=1), id="pk"),
+        pytest.param(lambda s: s.pop("signature"), id="unsigned"),
+        pytest.param(
+            lambda s: s["args"].append({"__sq__": "model", "model": "auth.User"}),
+            id="added",
+        ),
+    ],
+)
+@pytest.mark.django_db
+def test_a_rewritten_model_tag_is_refused_before_any_model_is_loaded(
+    tamper, django_assert_num_queries
+):
+    stored = serialize_arguments("t", [User(pk=7, username="ada")], {})
+    tamper(stored)
+    with django_assert_num_queries(0):
+        with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
+            decode_arguments(stored)
+
+
+def test_a_model_tag_planted_in_an_unsigned_row_is_refused():
+    stored = serialize_arguments("t", [(1, 2)], {})
+    stored["args"][0]["v"][0] = {"__sq__": "model", "model": "auth.User", "pk": 1}
+    with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
+        decode_arguments(stored)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_model_tag_was_rewritten_fails_and_calls_nothing(
+    run_supervisor, tmp_path
+):
+    calls = tmp_path / "calls.txt"
+    user = User.objects.create(username="ada")
+    admin = User.objects.create(username="root", is_superuser=True)
+    result = tasks.record_user.enqueue(str(calls), user)
+    job = Job.objects.get(pk=result.id)
+    job.arguments["args"][1]["pk"] = admin.pk
+    Job.objects.filter(pk=job.pk).update(arguments=job.arguments)
+    run_supervisor()
+
+    finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class_path == "steady_queue.exceptions.ArgumentDecodeError"
+    assert "the row was changed after enqueue" in error.traceback
+    assert not calls.exists()
