@@ -92,6 +92,9 @@ class Options:
     concurrency_duration: float = 180.0
     # The retry policy of tasks without @retry (None: one attempt, no retries).
     retry: object = None
+    # The metrics give at most this many queues, and this many tasks, their
+    # own label; the rest are summed under "other" (reporting.metrics).
+    metrics_label_limit: int = 50
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).
@@ -400,6 +403,7 @@ _READERS = {
     "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
     "concurrency_duration": _duration,
     "retry": lambda v, w, e: _retry_policy(v, w, e),
+    "metrics_label_limit": _positive_int,
     "scheduler": lambda v, w, e: _section(v, w, _SCHEDULER_READERS, SchedulerConfig, e),
     "recurring": _recurring,
 }

@@ -6,9 +6,12 @@ filtered by ``?batch=<id>``; its callbacks, once enqueued, are jobs too.
 
 import json
 
-from django.contrib import admin
-from django.urls import reverse
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from ..batches.callbacks import EVENTS
 from ..batches.status import BatchStatus
@@ -18,10 +21,12 @@ from ..reporting.batches import (
     describe_metadata,
     percent_ended,
 )
-from .base import CappedPaginator, ReadOnlyAdmin
+from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import batch_id_in
 from .jobs import _compact_time
 
+# How much of a batch's metadata the list shows on hover.
+TITLE_CHARS = 300
 # The name each event's callback was given to steady_queue.batch().
 ARGUMENT_OF = {event: argument for argument, event in EVENTS.items()}
 # Why a callback was not enqueued once its batch ended: the other outcome won.
@@ -101,13 +106,72 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             return queryset.none(), False
         return queryset.filter(pk=batch_id), False
 
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/retry-callbacks/",
+                self.admin_site.admin_view(self.retry_callbacks_view),
+                name="{}_{}_retry_callbacks".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        batch = self.get_object(request, object_id)
+        retriable = (
+            batch is not None
+            and bool(batch.failed_callbacks())
+            and can(request, "retry_job")
+        )
+        extra_context = {**(extra_context or {}), "sq_retry_callbacks": retriable}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def retry_callbacks_view(self, request, object_id):
+        """Enqueue again the batch's callbacks that could not be enqueued."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not can(request, "retry_job"):
+            raise PermissionDenied
+        batch = self.get_object(request, object_id)
+        if batch is None:
+            raise Http404(f"No batch with the id {object_id!r}.")
+        rows = Batch.objects.using(batch._state.db).filter(pk=batch.pk)
+        results = rows.retry_failed_callbacks().get(batch.pk, {})
+        for event, result in results.items():
+            if str(result).startswith("error:"):
+                self.message_user(
+                    request,
+                    f"The {event} callback of batch {batch.pk} still cannot be "
+                    f"enqueued: {result.removeprefix('error:').strip()}",
+                    messages.ERROR,
+                )
+            else:
+                self.message_user(
+                    request,
+                    f"The {event} callback of batch {batch.pk} was enqueued as "
+                    f"job {result}.",
+                    messages.SUCCESS,
+                )
+        if not results:
+            self.message_user(
+                request, f"Batch {batch.pk} has no failed callbacks.", messages.INFO
+            )
+        return HttpResponseRedirect(
+            reverse("admin:steady_queue_batch_change", args=[batch.pk])
+        )
+
     @admin.display(description="description")
     def description(self, batch):
         text = describe_metadata(batch.metadata)
         if not text:
             return "-"
+        # The hover shows more, but not all: metadata may be 64 KiB. The whole
+        # of it is on the batch's own page.
         return format_html(
-            '<span title="{}">{}</span>', json.dumps(batch.metadata), text
+            '<span title="{}">{}</span>',
+            Truncator(json.dumps(batch.metadata)).chars(TITLE_CHARS),
+            text,
         )
 
     @admin.display(description="state")

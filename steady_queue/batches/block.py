@@ -10,6 +10,11 @@ from django.db import transaction
 from ..exceptions import BatchEndedError, BatchError, BatchNotFound
 from .callbacks import callback_specs
 
+# A batch's metadata is kept on its row and handed to each callback: these
+# bound both (MariaDB refuses JSON nested more than 32 deep, and a callback's
+# arguments nest the metadata a few levels down).
+METADATA_MAX_BYTES = 64 * 1024
+METADATA_MAX_DEPTH = 20
 # The batch whose block is running in this thread or coroutine, if any:
 # every job enqueued meanwhile (through a SteadyQueueBackend) joins it.
 _open_batch = ContextVar("steady_queue_open_batch", default=None)
@@ -72,6 +77,8 @@ def add_to_batch(batch_id, *, backend="default"):
     Like batch(), in a transaction. Raises BatchNotFound for an unknown id
     and BatchEndedError (rolling back the block) for a batch that has ended.
     """
+    from ..models import Batch
+
     database = _database_of(backend)
     found = _batch_row(batch_id, database)
     if found.ended_at is not None:
@@ -79,6 +86,9 @@ def add_to_batch(batch_id, *, backend="default"):
     with transaction.atomic(using=database):
         with _adding_to(OpenBatch(found.pk, database, backend)) as block:
             yield block
+        # The row is this block's until it commits: ends of the batch's jobs
+        # written beside it meanwhile are added now (or by the next sweep).
+        Batch.objects.using(database).count_deferred_of(found.pk)
 
 
 def get_batch(batch_id, *, backend="default"):
@@ -145,17 +155,52 @@ def _checked_metadata(metadata):
         raise BatchError(
             f"metadata must be a dict of JSON values, not {type(metadata).__name__}."
         )
+    # Before encoding it: JSON nested thousands deep would raise RecursionError.
+    if _nested_deeper_than(metadata, METADATA_MAX_DEPTH):
+        raise BatchError(
+            f"metadata is nested more than {METADATA_MAX_DEPTH} deep, the limit: "
+            "the callbacks get it inside their own arguments, and MariaDB "
+            "refuses JSON nested more than 32 deep. Flatten it."
+        )
     try:
         # allow_nan=False: PostgreSQL's jsonb refuses NaN and Infinity.
-        read_back = json.loads(json.dumps(metadata, allow_nan=False))
+        text = json.dumps(metadata, allow_nan=False, separators=(",", ":"))
+        read_back = json.loads(text)
     except (TypeError, ValueError) as error:
         raise BatchError(
             f"metadata must hold only JSON values (str, int, float, bool, None, "
             f"lists and dicts of them): {error}."
         ) from None
+    size = len(text.encode())
+    if size > METADATA_MAX_BYTES:
+        raise BatchError(
+            f"metadata is {size:,} bytes as JSON, over the limit of "
+            f"{METADATA_MAX_BYTES:,} (64 KiB): it is stored on the batch's row "
+            "and handed to every callback. Keep the data in a table of your own "
+            "and put its id in metadata."
+        )
     if read_back != metadata:
         raise BatchError(
             "metadata must read back as it was written: use str keys and "
             f"lists, not tuples. It would read back as {read_back!r}."
         )
     return metadata
+
+
+def _nested_deeper_than(value, limit):
+    """Whether dicts, lists and tuples nest more than ``limit`` deep in value."""
+    pending = [(value, 1)]
+    # Iterative, and stops at the limit: neither deep nor circular values
+    # recurse or loop.
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False

@@ -6,7 +6,9 @@ jobs in the same database clear their own.
 The age defaults to OPTIONS['clear_finished_jobs_after']. Jobs go in batches;
 a progress bar on stderr shows when there is more than one batch. Failed jobs
 are kept unless --failed-older-than asks for them too. Batches that ended
-before the same age go as well (unless --queue limits the run).
+before the same age go as well (unless --queue limits the run), and so do
+the run tallies of the metrics that no run added to for
+clear_finished_jobs_after.
 """
 
 import argparse
@@ -44,7 +46,7 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..models import Batch, FailedExecution, Job
+    from ..models import Batch, FailedExecution, Job, JobTally
 
     backend = common.steady_queue_backend(options["backend"])
     older_than = options["older_than"]
@@ -88,6 +90,17 @@ def handle(command, options):
     if batches:
         command.stdout.write(
             f"Deleted {batches} batch(es) that ended more than {age(older_than)} ago."
+        )
+    # By the retention period, not --older-than: clearing jobs early must not
+    # reset the metrics of series still in use.
+    retention = backend.config.clear_finished_jobs_after
+    series = JobTally.objects.using(jobs.db).prune_idle(
+        timezone.now() - timedelta(seconds=retention), queue_name=queue
+    )
+    if series:
+        command.stdout.write(
+            f"Pruned {series} run tally series (metrics) with no run recorded in "
+            f"{age(retention)} (clear_finished_jobs_after)."
         )
     if failed is not None:
         ids = failed.in_batches(

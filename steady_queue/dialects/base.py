@@ -82,13 +82,19 @@ class Dialect:
             rows = cursor.fetchall()
         return queryset.convert_raw_rows(rows, fields)
 
-    def add_on_conflict(self, table, key_columns, summed_columns):
+    def add_on_conflict(self, table, key_columns, summed_columns, replaced=()):
         """The tail of an INSERT INTO ``table`` that, where a row with the same
-        key exists, adds the new row's ``summed_columns`` to it instead."""
+        key exists, adds the new row's ``summed_columns`` to it instead (and
+        takes its ``replaced`` columns as they are)."""
         # Qualified: PostgreSQL finds a bare column ambiguous beside EXCLUDED.
         additions = ", ".join(
-            f"{column} = {table}.{column} + EXCLUDED.{column}"
-            for column in summed_columns
+            [
+                *(
+                    f"{column} = {table}.{column} + EXCLUDED.{column}"
+                    for column in summed_columns
+                ),
+                *(f"{column} = EXCLUDED.{column}" for column in replaced),
+            ]
         )
         return f" ON CONFLICT ({', '.join(key_columns)}) DO UPDATE SET {additions}"
 

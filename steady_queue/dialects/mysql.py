@@ -31,11 +31,14 @@ class MySQL(Dialect):
     # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
     # both inside one transaction, so the locks hold until the delete commits.
 
-    def add_on_conflict(self, table, key_columns, summed_columns):
+    def add_on_conflict(self, table, key_columns, summed_columns, replaced=()):
         # VALUES(column) names the new row's value (MySQL 8 warns of it being
         # deprecated, but MariaDB has no row alias): the one form both take.
         additions = ", ".join(
-            f"{column} = {column} + VALUES({column})" for column in summed_columns
+            [
+                *(f"{c} = {c} + VALUES({c})" for c in summed_columns),
+                *(f"{column} = VALUES({column})" for column in replaced),
+            ]
         )
         return f" ON DUPLICATE KEY UPDATE {additions}"
 

@@ -1,7 +1,9 @@
 """steady_queue's models, one per file; importing them here registers them."""
 
 from .batch import Batch
+from .batch_ending import BatchEnding
 from .blocked_execution import BlockedExecution
+from .cancelled_run import CancelledRun
 from .claimed_execution import Claim, ClaimedExecution
 from .dashboard import Dashboard
 from .failed_execution import FailedExecution
@@ -18,7 +20,9 @@ from .unique_key import UniqueKey
 
 __all__ = [
     "Batch",
+    "BatchEnding",
     "BlockedExecution",
+    "CancelledRun",
     "Claim",
     "ClaimedExecution",
     "Dashboard",

@@ -8,12 +8,17 @@ its callbacks, exactly once.
 
 Lock order: a transaction locks batch rows before semaphore and tally rows
 (enqueue, finalize, retry and discard all do), so that they cannot deadlock.
+
+A job's end never waits for its batch's row: if another transaction holds it
+(an open add_to_batch() block), the end is written beside it (BatchEnding),
+in the same transaction as the job's outcome, and added to the row once it is
+free (count_deferred), where the batch may then end.
 """
 
 import logging
 from collections import Counter, defaultdict
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -33,6 +38,8 @@ COUNT_ENDED_SQL = (
 # A batch row is done: its block has sealed it and every job has ended. In
 # the RETURNING of an UPDATE of the row, it reads the counts just written.
 DONE_SQL = "sealed AND size = finished + failed + discarded"
+# How a callback result that is an error starts (batches.callbacks).
+CALLBACK_ERROR = "error:"
 # Where UPDATE ... RETURNING exists: whether that count made the batch done,
 # so only a done batch is read again to be ended.
 RETURNING_DONE = f" RETURNING {DONE_SQL}"
@@ -82,6 +89,26 @@ class BatchQuerySet(QueueQuerySet):
                     counts[job.batch_id][ending] += 1
         if not counts:
             return
+        # A row another transaction holds (an add_to_batch() block, open for
+        # as long as its caller likes) is not waited for: a finish waiting on
+        # it would stall every job its worker records, whatever their queue.
+        # Its jobs' ends are written beside it, and counted once it is free.
+        free = set(
+            self.filter(pk__in=counts)
+            .skip_locked()
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        busy = {batch_id: counts.pop(batch_id) for batch_id in set(counts) - free}
+        if busy:
+            from .batch_ending import BatchEnding
+
+            BatchEnding.objects.using(self.db).defer_all(busy)
+        self._add_endings(counts)
+
+    def _add_endings(self, counts):
+        """Add {batch id: Counter of endings} to these (locked) batch rows and
+        end those now done."""
         # Hand-written, and the check for done in the same statement where
         # the database can: on the finish path, the ORM's update and select
         # cost more than the writes (a drain of one batch ran at 0.64x of
@@ -97,6 +124,52 @@ class BatchQuerySet(QueueQuerySet):
                     done.append(batch_id)
         if done:
             self.end_those_done(done)
+
+    def count_deferred(self, limit=100):
+        """Add the job ends written beside busy batch rows (BatchEnding) to
+        the batches whose rows are free now; return how many batches."""
+        from .batch_ending import BatchEnding
+
+        batch_ids = BatchEnding.objects.using(self.db).batch_ids(limit)
+        return sum(self.count_deferred_of(batch_id) for batch_id in batch_ids)
+
+    def count_deferred_of(self, batch_id):
+        """Add a batch's deferred job ends to its row, if the row is free (or
+        held by the caller's transaction); return whether they were added.
+
+        One transaction takes the endings and adds them, so each is counted
+        exactly once; if that makes the batch done, it ends in it.
+        """
+        from .batch_ending import BatchEnding
+
+        with transaction.atomic(using=self.db):
+            row = self.filter(pk=batch_id)
+            if row.exists() and not row.skip_locked().values_list("pk"):
+                return False  # still held: counted on a later sweep
+            finished, failed, discarded = BatchEnding.objects.using(self.db).take(
+                batch_id
+            )
+            ended = Counter(finished=finished, failed=failed, discarded=discarded)
+            if any(ended.values()):
+                self._add_endings({batch_id: ended})
+        return True
+
+    def retry_failed_callbacks(self):
+        """Enqueue again each callback of these ended batches that could not
+        be enqueued when its batch ended; return {batch id: {event: result}}.
+
+        A result is the new job's id, or the error again (the task is still
+        missing, say). Each batch in its own transaction, its row locked, so
+        two operators retrying at once enqueue each callback once.
+        """
+        retried = {}
+        ended = self.exclude(ended_at=None).order_by("pk")
+        for batch_id in ended.values_list("pk", flat=True).iterator():
+            with transaction.atomic(using=self.db):
+                batch = self.select_for_update().filter(pk=batch_id).first()
+                if batch is not None and batch.failed_callbacks():
+                    retried[batch_id] = batch.retry_failed_callbacks()
+        return retried
 
     def lock_all(self, batch_ids):
         """Lock these batch rows, in id order, until the transaction ends."""
@@ -221,6 +294,28 @@ class Batch(models.Model):
     def succeeded(self):
         """Whether every job finished: none failed or was discarded."""
         return self.failed == 0 and self.discarded == 0
+
+    def failed_callbacks(self):
+        """The events whose callback could not be enqueued when the batch ended."""
+        return [
+            event
+            for event, result in self.callback_results.items()
+            if str(result).startswith(CALLBACK_ERROR)
+        ]
+
+    def retry_failed_callbacks(self):
+        """Enqueue those callbacks again (caller's transaction, row locked);
+        return {event: new result}."""
+        from ..batches.callbacks import enqueue_callback
+
+        results = {
+            event: enqueue_callback(self, event) for event in self.failed_callbacks()
+        }
+        self.callback_results.update(results)
+        type(self).objects.using(self._state.db).filter(pk=self.pk).update(
+            callback_results=self.callback_results
+        )
+        return results
 
     def end(self):
         """Stamp this batch ended and enqueue its callbacks (caller's transaction).

@@ -15,6 +15,7 @@ from .batch import DONE_SQL as BATCH_DONE_SQL
 from .execution import Execution, ExecutionQuerySet
 from .job.outcomes import OUTCOME_COLUMNS, outcome_arrays
 from .job_tally import KEY as JOB_TALLY_KEY
+from .job_tally import REPLACED as JOB_TALLY_REPLACED
 from .job_tally import SUMMED as JOB_TALLY_SUMMED
 from .job_tally import JobTally, tally_columns
 
@@ -43,8 +44,9 @@ released AS (
 written AS ({write}),
 tallied AS (
     INSERT INTO steady_queue_job_tallies
-        (queue_name, task_path, status, bucket, count, seconds)
-    SELECT o.t_queue, o.t_task, 'succeeded', o.t_bucket, count(*), sum(o.t_seconds)
+        (queue_name, task_path, status, bucket, count, seconds, updated_at)
+    SELECT o.t_queue, o.t_task, 'succeeded', o.t_bucket, count(*), sum(o.t_seconds),
+        now()
     FROM released JOIN outcome o USING (job_id)
     GROUP BY o.t_queue, o.t_task, o.t_bucket
     ORDER BY o.t_queue, o.t_task, o.t_bucket
@@ -66,22 +68,31 @@ DROP_FINISHED_JOBS = """
 # ends in the same transaction. Batch rows are locked in id order before any
 # is updated (so two finishes cannot deadlock), and before tally rows: the
 # main query reads `counted`, while `tallied` and `written`, which nothing
-# reads, run after it.
+# reads, run after it. A row another transaction holds is skipped, not
+# waited for (an open add_to_batch() block): its finishes go to
+# steady_queue_batch_endings, counted later (Batch.count_deferred).
 COUNT_IN_BATCHES = f""",
 locked AS MATERIALIZED (
     SELECT id FROM steady_queue_batches
-    WHERE id IN (SELECT batch_id FROM outcome) AND ended_at IS NULL
-    ORDER BY id FOR UPDATE
+    WHERE id IN (SELECT batch_id FROM outcome)
+    ORDER BY id FOR UPDATE SKIP LOCKED
+),
+ended AS MATERIALIZED (
+    SELECT o.batch_id, count(*) AS n FROM released JOIN outcome o USING (job_id)
+    WHERE o.batch_id IS NOT NULL GROUP BY o.batch_id
 ),
 counted AS (
     UPDATE steady_queue_batches batch SET finished = batch.finished + ended.n
-    FROM locked, (
-        SELECT o.batch_id, count(*) AS n FROM released JOIN outcome o USING (job_id)
-        WHERE o.batch_id IS NOT NULL GROUP BY o.batch_id
-    ) ended
+    FROM locked, ended
     WHERE batch.id = locked.id AND batch.id = ended.batch_id
         AND batch.ended_at IS NULL
     RETURNING batch.id, {BATCH_DONE_SQL} AS done
+),
+deferred AS (
+    INSERT INTO steady_queue_batch_endings
+        (batch_id, finished, failed, discarded, created_at)
+    SELECT batch_id, n, 0, 0, now() FROM ended
+    WHERE batch_id NOT IN (SELECT id FROM locked)
 )
 SELECT job_id, NULL FROM released
 UNION ALL SELECT NULL, id FROM counted WHERE done
@@ -94,7 +105,7 @@ FINALIZE_SUCCEEDED_SQL = {
         fields=", ".join(name for name, _ in OUTCOME_COLUMNS),
         # Only outcomes whose claims were still held are counted (JobTally).
         add_on_conflict=PostgreSQL().add_on_conflict(
-            JobTally._meta.db_table, JOB_TALLY_KEY, JOB_TALLY_SUMMED
+            JobTally._meta.db_table, JOB_TALLY_KEY, JOB_TALLY_SUMMED, JOB_TALLY_REPLACED
         ),
         batch_array=", %s::bigint[]" if in_batches else "",
         batch_column=", batch_id" if in_batches else "",
@@ -184,7 +195,22 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             # In the same transaction: a slot is given back exactly when its
             # run's outcome is recorded, and its next blocked job made ready.
             self.release_concurrency_slots([outcome.job for outcome in recorded])
+            self._stop_cancelled_runs(process_id, by_id, held_ids)
         return recorded
+
+    def _stop_cancelled_runs(self, process_id, by_id, held_ids):
+        """Give back the slots of cancelled runs that have now ended here."""
+        from .cancelled_run import CancelledRun
+
+        # A limited job whose claim is gone was cancelled (or failed by a
+        # supervisor): its run has just ended, and with it its hold on a slot.
+        ended = [
+            job_id
+            for job_id, outcome in by_id.items()
+            if job_id not in held_ids and outcome.job.concurrency_key
+        ]
+        if ended:
+            CancelledRun.objects.using(self.db).of(process_id, ended).stopped()
 
     def _delete_held(self, process_id, job_ids):
         """Delete the claims a process still holds among these jobs; their ids.
@@ -209,10 +235,14 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
 
     def release_concurrency_slots(self, jobs):
         """Give back the slots these finished jobs held; unblock the next jobs."""
+        self.release_keys([job.concurrency_key for job in jobs if job.concurrency_key])
+
+    def release_keys(self, keys):
+        """Give back one slot per occurrence of a concurrency key; unblock the
+        next jobs of those keys."""
         from .blocked_execution import BlockedExecution
         from .semaphore import Semaphore
 
-        keys = [job.concurrency_key for job in jobs if job.concurrency_key]
         if keys:
             Semaphore.objects.using(self.db).release_slots(keys)
             BlockedExecution.objects.using(self.db).release_next(keys)
@@ -307,14 +337,17 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         except DatabaseError:
             logger.exception("Could not count the interrupted attempts of %s", jobs)
 
-    def fail_all_with(self, error, worker_ids_by_process=None):
+    def fail_all_with(self, error, worker_ids_by_process=None, runs_go_on=False):
         """Fail these claimed jobs with one error (their process is gone).
 
         A claim whose process left no name counts its attempt under the
-        process id, so attempts still count every start.
+        process id, so attempts still count every start. With ``runs_go_on``
+        (a cancel: their processes still run them) their concurrency slots
+        stay taken until the runs have stopped (CancelledRun).
         """
         from ..pipeline.loader import tasks_by_path
         from ..pipeline.outcome import Outcome
+        from .cancelled_run import CancelledRun
 
         now = timezone.now()
         worker_ids_by_process = worker_ids_by_process or {}
@@ -340,8 +373,14 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
                 for job in jobs
             ]
             outcomes = self._record(outcomes)
-            self.release_concurrency_slots([outcome.job for outcome in outcomes])
-        return [outcome.job for outcome in outcomes]
+            failed = [outcome.job for outcome in outcomes]
+            if runs_go_on:
+                CancelledRun.objects.using(self.db).hold_slots_of(
+                    {job: claims[job.pk][0] for job in failed}
+                )
+            else:
+                self.release_concurrency_slots(failed)
+        return failed
 
     def cancel_all(self, by):
         """Cancel these running jobs: fail them with JobCancelledError; their ids.
@@ -349,8 +388,10 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
         The claim goes in the same transaction as the job is failed, so the
         worker still running it can never record an outcome over this one
         (finalize_all records only claims still held), and learns of it by
-        seeing the claim gone (Worker.stop_lost_jobs). A job that finished
-        meanwhile has no claim left and is not touched. Never retried.
+        seeing the claim gone (Worker.stop_lost_jobs). A limited job keeps
+        its concurrency slot until that run has stopped (CancelledRun). A job
+        that finished meanwhile has no claim left and is not touched. Never
+        retried.
         """
         from ..exceptions import cancellation_payload
         from .process import Process
@@ -363,7 +404,8 @@ class ClaimedExecutionQuerySet(ExecutionQuerySet):
             .filter(pk__in=process_ids)
             .values_list("pk", "name")
         )
-        return [job.pk for job in self.fail_all_with(error, names)]
+        failed = self.fail_all_with(error, names, runs_go_on=True)
+        return [job.pk for job in failed]
 
     def fail_each_with(self, error, worker_ids_by_process=None):
         """Fail these claims like fail_all_with, one job per transaction.

@@ -3,6 +3,8 @@
 from collections import defaultdict
 
 from django.db import models
+from django.db.models import Max
+from django.utils import timezone
 
 from .base import QueueQuerySet
 
@@ -13,6 +15,9 @@ DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600)
 NOT_RUN = -1
 KEY = ("queue_name", "task_path", "status", "bucket")
 SUMMED = ("count", "seconds")
+# Set to the time of the latest outcome counted: a series nothing has added
+# to for the retention period is pruned (prune_idle).
+REPLACED = ("updated_at",)
 
 # The counters grow by one statement per batch of outcomes: a row per (queue,
 # task, status, bucket), added to if it exists. Rows go in key order, so two
@@ -78,7 +83,7 @@ class JobTallyQuerySet(QueueQuerySet):
         rows = tally_rows(outcomes)
         if not rows:
             return
-        columns = (*KEY, *SUMMED)
+        columns = (*KEY, *SUMMED, *REPLACED)
         placeholders = ", ".join(
             ["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows)
         )
@@ -87,10 +92,36 @@ class JobTallyQuerySet(QueueQuerySet):
             table=table,
             columns=", ".join(columns),
             rows=placeholders,
-            on_conflict=self.dialect.add_on_conflict(table, KEY, SUMMED),
+            on_conflict=self.dialect.add_on_conflict(table, KEY, SUMMED, REPLACED),
+        )
+        now = self.model._meta.get_field("updated_at").get_db_prep_save(
+            timezone.now(), self.connection
         )
         with self.connection.cursor() as cursor:
-            cursor.execute(sql, [value for row in rows for value in row])
+            cursor.execute(sql, [value for row in rows for value in (*row, now)])
+
+    def prune_idle(self, before, queue_name=None):
+        """Delete the series (queue, task and status) no outcome was counted in
+        since ``before``; return how many.
+
+        Queues and tasks come and go (a queue per tenant, a renamed task):
+        without this their series would stay in the metrics for ever. A
+        series whose jobs start again simply starts from zero.
+        """
+        series = self if queue_name is None else self.filter(queue_name=queue_name)
+        idle = (
+            series.values_list("queue_name", "task_path", "status")
+            .annotate(last=Max("updated_at"))
+            .filter(last__lt=before)
+            .order_by()
+        )
+        pruned = 0
+        for queue, task, status in [row[:3] for row in idle]:
+            self.filter(
+                queue_name=queue, task_path=task, status=status, updated_at__lt=before
+            ).delete_rows()
+            pruned += 1
+        return pruned
 
     def totals(self):
         """{(queue, task, status): {count, timed, seconds, buckets}} with
@@ -124,6 +155,7 @@ class JobTally(models.Model):
 
     Written as outcomes are recorded, never read back by workers, and kept
     when clear-finished deletes jobs: the metrics' counters never go back.
+    A series idle for the retention period is pruned (prune_idle).
     """
 
     queue_name = models.CharField(max_length=100)
@@ -132,6 +164,7 @@ class JobTally(models.Model):
     bucket = models.SmallIntegerField()
     count = models.BigIntegerField(default=0)
     seconds = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(default=timezone.now)
 
     objects = JobTallyQuerySet.as_manager()
 

@@ -140,6 +140,12 @@ class Process(models.Model):
 
         return ClaimedExecution.objects.using(self._state.db).held_by(self.pk)
 
+    def cancelled_runs(self, job_ids=None):
+        """Runs of cancelled jobs this process may still be making."""
+        from .cancelled_run import CancelledRun
+
+        return CancelledRun.objects.using(self._state.db).of(self.pk, job_ids)
+
     def still_holds(self, job_ids):
         """Which of these jobs this process still holds a claim on."""
         held = self.claims().filter(job_id__in=job_ids)
@@ -188,5 +194,7 @@ class Process(models.Model):
                     claims_error, worker_ids_by_process=workers
                 )
                 job_ids = [job.pk for job in jobs]
+            # The runs it was still making of cancelled jobs end with it.
+            self.cancelled_runs().stopped()
             rows.delete()
         return job_ids

@@ -34,10 +34,12 @@ class Dispatcher(Poller):
         }
 
     def poll(self):
-        from ..models import ScheduledExecution
+        from ..models import Batch, ScheduledExecution
 
         if time.monotonic() >= self.next_maintenance_at:
             self.maintain_concurrency()
+        # Ends of batch jobs whose batch row was busy when they were recorded.
+        Batch.objects.using(self.database).count_deferred()
         moved = ScheduledExecution.objects.using(self.database).dispatch_next_batch(
             self.config.batch_size
         )

@@ -1,4 +1,5 @@
-"""The supervisor's periodic upkeep: prune dead processes, resolve orphaned claims."""
+"""The supervisor's periodic upkeep: prune dead processes, resolve orphaned claims,
+count the batch job ends left for later."""
 
 from .. import signals
 from ..exceptions import ProcessMissingError, error_payload
@@ -59,3 +60,11 @@ def fail_orphaned_claims(owner):
             reason="process missing",
         )
     return jobs
+
+
+def count_deferred_batch_endings(owner):
+    """Count the job ends left beside busy batch rows (a dispatcher does this
+    every poll; this covers a deployment without one)."""
+    from ..models import Batch
+
+    return Batch.objects.using(owner.database).count_deferred()

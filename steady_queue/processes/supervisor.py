@@ -10,7 +10,11 @@ from ..recurring.specs import scheduler_is_needed
 from .base import Runnable
 from .dispatcher import Dispatcher
 from .hooks import send_hook
-from .maintenance import fail_orphaned_claims, prune_dead_processes
+from .maintenance import (
+    count_deferred_batch_endings,
+    fail_orphaned_claims,
+    prune_dead_processes,
+)
 from .pidfile import Pidfile
 from .scheduler import Scheduler
 from .state_runner import StateRunner
@@ -205,6 +209,7 @@ class Supervisor(Runnable):
                 return
             self.guard.call(self.kill_silent_children)
         self.guard.call(lambda: fail_orphaned_claims(self))
+        self.guard.call(lambda: count_deferred_batch_endings(self))
 
     def live_child_names(self):
         """Registry names of the children this supervisor knows to be running."""

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 from inspect import iscoroutinefunction
 
-from django.db import connections
+from django.db import connections, transaction
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..dialects import refuses_the_row
@@ -368,8 +368,11 @@ class Worker(Poller):
         supervisor that took this process for dead failed them: their outcome
         is already written, and whatever they produce now is dropped (finalize
         records only claims still held). A coroutine is cancelled; a thread
-        cannot be, so as for a timeout a forked worker drains and exits to be
-        replaced, and in thread mode the thread runs on, ignored.
+        cannot be, so a forked worker exits at once to be replaced (its other
+        running jobs are released to run again), and in thread mode the
+        thread runs on, ignored. A limited job's slot stays taken until its
+        run has stopped: the coroutine cancelled, the thread returned, or
+        the process ended.
         """
         self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         # An outcome waiting to be recorded (an outage) is no longer running.
@@ -377,22 +380,28 @@ class Worker(Poller):
         if not running:
             return
         lost = sorted(running - self.process.still_holds(running))
-        threads = []
+        threads, coroutines = [], []
         for job_id in lost:
             future = self.coroutines.get(job_id)
             if future is not None:
                 future.cancel()
+                coroutines.append(job_id)
             else:
                 threads.append(job_id)
             self.forget(job_id)
+        if coroutines:
+            # Cancelled on the loop: a limited one's slot is free again. Should
+            # this fail, the slot is given back when this process deregisters.
+            self.stop_cancelled_runs(coroutines)
         if lost:
             how = (
                 "its coroutine was cancelled"
                 if not threads
-                else "draining to be replaced, as a thread cannot be stopped"
+                else "exiting at once to be replaced, as a thread cannot be "
+                "stopped; its other running jobs are released"
                 if self.owns_process
-                else "a thread cannot be stopped in thread mode: it runs on and "
-                "its result will be ignored"
+                else "a thread cannot be stopped in thread mode: it runs on, "
+                "holding its concurrency slot, and its result will be ignored"
             )
             logger.warning(
                 "%s: job(s) %s no longer held by this worker (cancelled, or failed "
@@ -402,8 +411,16 @@ class Worker(Poller):
                 how,
             )
         if threads and self.owns_process:
+            # At once, not after draining: the cancelled run goes on until
+            # the process ends, holding its concurrency slot (CancelledRun).
             listed = ", ".join(str(job_id) for job_id in threads)
-            self.recycler.recycle(f"job(s) {listed} stopped while running")
+            self.immediate = True
+            self.replace(f"job(s) {listed} cancelled while running")
+
+    def stop_cancelled_runs(self, job_ids):
+        """These cancelled runs have stopped here: give back their slots."""
+        with transaction.atomic(using=self.database):
+            self.process.cancelled_runs(job_ids).stopped()
 
     def forget(self, job_id):
         """This job is no longer this worker's to run or record."""

@@ -51,10 +51,15 @@ def describe_metadata(metadata, width=60):
     """A batch's metadata on one short line: ``report=nightly, day=3``."""
     if not metadata:
         return ""
-    text = ", ".join(
-        f"{key}={value if isinstance(value, str) else json.dumps(value)}"
-        for key, value in metadata.items()
-    )
+    parts, length = [], 0
+    # Only as many items as fit, each cut to the width: metadata may be 64 KiB.
+    for key, value in metadata.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        parts.append(f"{key}={shown[:width]}")
+        length += len(parts[-1]) + 2
+        if length > width:
+            break
+    text = ", ".join(parts)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

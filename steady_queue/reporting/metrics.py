@@ -14,6 +14,8 @@ from .queues import queue_overview
 from .throughput import per_minute
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The label value of the queues and tasks past OPTIONS["metrics_label_limit"].
+OTHER = "other"
 WINDOW_MINUTES = 5
 
 
@@ -32,7 +34,10 @@ def collect(backend, now=None):
         for labels, value in samples:
             lines.append(f"{name}{_labels(labels)} {_number(value)}")
 
-    queues = queue_overview(database, configured_queue_names(backend), now)
+    limit = backend.config.metrics_label_limit
+    queues = folded_queues(
+        queue_overview(database, configured_queue_names(backend), now), limit
+    )
     metric(
         "steady_queue_jobs",
         "gauge",
@@ -85,7 +90,7 @@ def collect(backend, now=None):
         f"Jobs that failed in the last {WINDOW_MINUTES} minutes.",
         [({}, sum(row[2] for row in recent))],
     )
-    runs = JobTally.objects.using(database).totals()
+    runs = folded_runs(JobTally.objects.using(database).totals(), limit)
     metric(
         "steady_queue_runs_total",
         "counter",
@@ -121,6 +126,59 @@ def collect(backend, now=None):
         )
     lines.extend(histogram)
     return "\n".join(lines) + "\n"
+
+
+def folded_queues(queues, limit):
+    """The queues' overviews, the busiest ``limit`` by name and the rest summed
+    as one queue named OTHER (its latency the oldest of theirs)."""
+    if len(queues) <= limit:
+        return queues
+    busiest = sorted(queues, key=lambda q: (-sum(q[s] for s in TABLED), q["name"]))
+    rest = busiest[limit:]
+    other = {
+        "name": OTHER,
+        **{state: sum(q[state] for q in rest) for state in TABLED},
+        "latency_seconds": max(q["latency_seconds"] for q in rest),
+        "paused": sum(bool(q["paused"]) for q in rest),
+    }
+    return [*sorted(busiest[:limit], key=lambda q: q["name"]), other]
+
+
+def folded_runs(runs, limit):
+    """JobTally totals with at most ``limit`` queues and ``limit`` tasks named,
+    those with the most runs; the others' totals summed under OTHER."""
+    kept_queues = _most_runs(runs, 0, limit)
+    kept_tasks = _most_runs(runs, 1, limit)
+    if kept_queues is None and kept_tasks is None:
+        return runs
+    folded = {}
+    for (queue, task, status), totals in runs.items():
+        key = (
+            queue if kept_queues is None or queue in kept_queues else OTHER,
+            task if kept_tasks is None or task in kept_tasks else OTHER,
+            status,
+        )
+        into = folded.get(key)
+        if into is None:
+            folded[key] = {**totals, "buckets": list(totals["buckets"])}
+            continue
+        for name in ("count", "timed", "seconds"):
+            into[name] += totals[name]
+        into["buckets"] = [
+            a + b for a, b in zip(into["buckets"], totals["buckets"], strict=True)
+        ]
+    return folded
+
+
+def _most_runs(runs, position, limit):
+    """The ``limit`` names at ``position`` of the keys with the most runs, or
+    None if there are no more than ``limit``."""
+    counts = {}
+    for key, totals in runs.items():
+        counts[key[position]] = counts.get(key[position], 0) + totals["count"]
+    if len(counts) <= limit:
+        return None
+    return set(sorted(counts, key=lambda name: (-counts[name], name))[:limit])
 
 
 def _labels(labels):

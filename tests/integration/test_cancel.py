@@ -8,10 +8,18 @@ import pytest
 from django.core.management import call_command
 
 from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution
 
 from .. import tasks
 from ..helpers import wait_for
-from .support import rows, statuses, wait_for_boot, wait_for_exit, wait_for_log
+from .support import (
+    rows,
+    statuses,
+    wait_for_boot,
+    wait_for_exit,
+    wait_for_log,
+    wait_for_workers,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -57,7 +65,7 @@ def test_cancelled_jobs_stop_and_a_forked_worker_is_replaced(
     wait_for(lambda: "cancelled" in notes(async_notes), message="coroutine cancelled")
     # The thread cannot be stopped: its worker exits and is replaced, which
     # ends the thread with the process.
-    wait_for_log(supervisor, "stopped while running; exiting to be replaced")
+    wait_for_log(supervisor, "exiting at once to be replaced")
     wait_for(
         lambda: [w.pid for w in rows("worker")] not in ([], [worker.pid]),
         timeout=20,
@@ -84,7 +92,7 @@ def test_in_thread_mode_a_cancelled_thread_runs_on_and_never_succeeds(
     wait_for(lambda: notes(sync_notes) == ["started"], timeout=20)
 
     assert "Cancelled 1 running job(s)." in cancel(sync)
-    wait_for_log(supervisor, "it runs on and its result will be ignored")
+    wait_for_log(supervisor, "its result will be ignored")
     # The thread ends its run and returns a success, which is dropped.
     wait_for(lambda: notes(sync_notes) == ["started", "finished"], timeout=20)
     after = tasks.add.enqueue(2, 2)
@@ -98,3 +106,73 @@ def test_in_thread_mode_a_cancelled_thread_runs_on_and_never_succeeds(
 def test_cancel_says_when_nothing_was_running():
     done = tasks.add.enqueue(1, 1)
     assert cancel(done).strip() == "Cancelled 0 running job(s)."
+
+
+def runs_of(path):
+    """The (start, end) of each run one_at_a_time recorded, and in which
+    process: sorted by start."""
+    if not path.exists():
+        return []
+    lines = [line.split() for line in path.read_text().splitlines()]
+    return sorted((float(start), float(end)) for _, start, end, _ in lines)
+
+
+def pids_of(path):
+    return [int(line.split()[3]) for line in path.read_text().splitlines()]
+
+
+def running(result):
+    return ClaimedExecution.objects.filter(job_id=result.id).exists()
+
+
+def test_in_thread_mode_a_cancelled_limited_run_keeps_its_slot_until_it_returns(
+    start_supervisor, tmp_path
+):
+    supervisor = start_supervisor("--mode", "thread")
+    wait_for_boot(supervisor)
+    path = tmp_path / "runs"
+    # Both under one key (the second argument): the second waits for a slot.
+    first = tasks.one_at_a_time.enqueue(str(path), "first", 3)
+    wait_for(lambda: running(first), timeout=20, message="first running")
+    second = tasks.one_at_a_time.enqueue(str(path), "first", 0)
+
+    assert "Cancelled 1 running job(s)." in cancel(first)
+    wait_for(
+        lambda: statuses([second]) == {TaskResultStatus.SUCCESSFUL: 1},
+        timeout=30,
+        message="the blocked job ran",
+    )
+
+    wait_for(lambda: len(runs_of(path)) == 2, timeout=20, message="both runs ended")
+    [(_, end), (next_start, _)] = runs_of(path)
+    assert next_start >= end, "the next run started before the cancelled one ended"
+    assert_cancelled(first)
+
+
+def test_a_forked_worker_is_replaced_at_once_and_the_slot_waits_for_it(
+    start_supervisor, tmp_path
+):
+    supervisor = start_supervisor()
+    [worker] = wait_for_boot(supervisor)
+    path, other_notes = tmp_path / "runs", tmp_path / "other"
+    # One worker runs both: the cancelled limited job and an unrelated one.
+    other = tasks.runs_for.enqueue(str(other_notes), 60)
+    cancelled = tasks.one_at_a_time.enqueue(str(path), "k", 60)
+    wait_for(
+        lambda: running(other) and running(cancelled),
+        timeout=20,
+        message="both jobs running",
+    )
+    blocked = tasks.one_at_a_time.enqueue(str(path), "k", 0)
+
+    cancel(cancelled)
+    # Not after the unrelated job's 60 s: that job is released to run again.
+    [replacement] = wait_for_workers(1, timeout=20, exclude_pids=[worker.pid])
+    wait_for(
+        lambda: statuses([blocked]) == {TaskResultStatus.SUCCESSFUL: 1},
+        timeout=20,
+        message="the blocked job ran",
+    )
+    assert pids_of(path) == [replacement.pid]
+    wait_for(lambda: notes(other_notes) == ["started", "started"], timeout=20)
+    assert_cancelled(cancelled)

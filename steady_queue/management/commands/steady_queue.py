@@ -19,6 +19,7 @@ from ...commands import (
     pause,
     resume,
     retry,
+    retry_callbacks,
     start,
     status,
 )
@@ -34,6 +35,7 @@ SUBCOMMANDS = (
     retry,
     discard,
     cancel,
+    retry_callbacks,
     check,
 )
 
@@ -43,8 +45,8 @@ class Command(BaseCommand):
         "Run steady_queue's supervisor (workers, dispatchers, a scheduler if "
         "there are recurring tasks, and a state runner if there are "
         "StatorModels), or with a subcommand show its status, pause or resume "
-        "a queue, retry or discard failed jobs, cancel running ones, clear "
-        "finished jobs, or check the configuration."
+        "a queue, retry or discard failed jobs, cancel running ones, retry "
+        "batch callbacks, clear finished jobs, or check the configuration."
     )
 
     def get_version(self):

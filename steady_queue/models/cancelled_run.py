@@ -1,0 +1,72 @@
+"""CancelledRun: a cancelled job whose run may still be going, and its slot."""
+
+from django.db import models
+from django.utils import timezone
+
+from .base import QueueQuerySet
+
+
+class CancelledRunQuerySet(QueueQuerySet):
+    def hold_slots_of(self, jobs_by_process):
+        """Keep the slots of these cancelled limited jobs ({job: process id}).
+
+        Runs in the cancelling transaction, which deleted their claims: the
+        job is failed at once, but its run goes on until its worker stops it
+        (a thread cannot be interrupted), and the next run of its key must
+        not start before.
+        """
+        now = timezone.now()
+        self.bulk_create(
+            [
+                self.model(
+                    job_id=job.pk,
+                    process_id=process_id,
+                    concurrency_key=job.concurrency_key,
+                    created_at=now,
+                )
+                for job, process_id in jobs_by_process.items()
+                if job.concurrency_key
+            ]
+        )
+
+    def of(self, process_id, job_ids=None):
+        """The cancelled runs a process was running (among ``job_ids``)."""
+        runs = self.filter(process_id=process_id)
+        return runs if job_ids is None else runs.filter(job_id__in=job_ids)
+
+    def stopped(self):
+        """These runs have stopped: give back their slots; return how many.
+
+        Runs in the caller's transaction, as a finish does: the next blocked
+        jobs of their keys are made ready in it.
+        """
+        from .claimed_execution import ClaimedExecution
+
+        # The pk first: MySQL's delete_returning deletes the rows it read by it.
+        keys = [key for _, key in self.delete_returning(["id", "concurrency_key"])]
+        if keys:
+            ClaimedExecution.objects.using(self.db).release_keys(keys)
+        return len(keys)
+
+
+class CancelledRun(models.Model):
+    """A limited job an operator cancelled while process ``process_id`` ran it.
+
+    The job is failed when cancelled; this row keeps its concurrency slot
+    until the run has stopped: its worker saw the cancel and the run ended,
+    or its process ended (deregistered, or pruned as dead).
+    """
+
+    job_id = models.BigIntegerField(unique=True)
+    process_id = models.BigIntegerField()
+    concurrency_key = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+
+    objects = CancelledRunQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_cancelled_runs"
+        indexes = [models.Index(fields=["process_id"], name="sq_cancelled_process")]
+
+    def __str__(self):
+        return f"cancelled run of job {self.job_id} ({self.concurrency_key})"
