@@ -33,6 +33,17 @@ database only; nothing on SQLite); with ``--restart-postgres`` only, one
 restart of the PostgreSQL cluster once half the jobs have ended. That flag
 restarts the shared server: never pass it while others use it.
 
+Concurrency limits and batches (issue #29): a share of the jobs run
+``limited_run`` under ``@limits_concurrency(to=1)`` on three keys, and every
+~4 s the harness cancels one that is running; each run notes its start, a
+tick every 0.1 s and its end, so a "limit overlap" is a run starting while
+another of its key still wrote a line (a lower bound: never a false alarm).
+Five batches of jobs with on_finish/on_success/on_failure callbacks are
+enqueued after the rest, and every ~7 s the harness holds an
+``add_to_batch()`` block open for 4 s (adding three jobs) on a batch that has
+not ended. The report counts the overlaps and checks that every batch ended
+with each of its callbacks enqueued exactly once.
+
 How "run twice" is measured, not assumed: the good task appends
 ``<label> start <pid>`` when it begins and ``<label> done <pid>`` right before
 it returns, each line one write() on an O_APPEND descriptor (atomic against
@@ -74,6 +85,7 @@ SHARES = {
     "tamper_missing": 0.01,
     "deep_json": 0.02,
     "timeout_sleep": 0.01,
+    "limited": 0.02,
 }
 FIXED = {
     "huge": lambda jobs: max(2, jobs // 5000),
@@ -94,6 +106,7 @@ TASK_OF = {
     "tamper_side_effect": "tamper_target",
     "tamper_missing": "tamper_target",
     "deep_json": "deep_target",
+    "limited": "limited_run",
 }
 TAMPERED_PATHS = {
     "tamper_os_system": "os.system",
@@ -108,6 +121,12 @@ DEEP_JSON_DEPTHS = (3000, 1999)
 
 KILL_WORKER_EVERY = 5.0
 KILL_CONNECTIONS_EVERY = 3.0
+CANCEL_LIMITED_EVERY = 4.0
+LONG_BLOCK_EVERY = 7.0
+LONG_BLOCK_SECONDS = 4.0
+BATCHES = 5
+BATCH_SIZE = 20
+CALLBACK_EVENTS = {"on_finish", "on_success", "on_failure"}
 # supervisor.QUICK_DEATH: a worker dying younger than this is restarted late.
 MIN_WORKER_AGE = 5.5
 
@@ -179,6 +198,8 @@ def soak_one_database(options):
         "runs": workdir / "runs.log",
         "marker": workdir / "side-effect-marker",
         "log": workdir / "supervisor.log",
+        "limits": workdir / "limits.log",
+        "callbacks": workdir / "callbacks.log",
     }
     os.environ.update(
         SOAK_DB=database,
@@ -186,6 +207,8 @@ def soak_one_database(options):
         SOAK_SQLITE_PATH=str(workdir / "soak.sqlite3"),
         SOAK_RUNS_FILE=str(files["runs"]),
         SOAK_SIDE_EFFECT_MARKER=str(files["marker"]),
+        SOAK_LIMIT_FILE=str(files["limits"]),
+        SOAK_CALLBACK_FILE=str(files["callbacks"]),
         DJANGO_SETTINGS_MODULE="soakproject.settings",
     )
     recreate_database(database, options.name)
@@ -203,6 +226,7 @@ def soak_one_database(options):
     )
     kinds = enqueue_jobs(plan_jobs(options.jobs, rng))
     tamper_with_rows(kinds)
+    batch_ids = open_batches()
     supervisor = start_supervisor(files["log"])
     try:
         faults = inject_faults_until_settled(
@@ -214,6 +238,7 @@ def soak_one_database(options):
         if supervisor.poll() is None:
             os.killpg(supervisor.pid, signal.SIGKILL)
     report = account_for(kinds, files)
+    report.update(limits_and_batches(files, batch_ids))
     report.update(
         supervisor_up=up,
         exit_code=exit_code,
@@ -362,6 +387,26 @@ def tamper_with_rows(kinds):
         kinds[job_id] = ("deep_json_refused", kinds[job_id][1])
 
 
+def open_batches():
+    """Enqueue BATCHES batches of BATCH_SIZE jobs, with every callback; their ids."""
+    from soakproject import tasks
+
+    import steady_queue
+
+    ids = []
+    for number in range(BATCHES):
+        with steady_queue.batch(
+            **dict.fromkeys(CALLBACK_EVENTS, tasks.batch_callback),
+            metadata={"soak": number},
+        ) as opened:
+            steady_queue.enqueue_many(
+                tasks.batch_member,
+                [((f"batch{number}-{n}",), {}) for n in range(BATCH_SIZE)],
+            )
+        ids.append(opened.id)
+    return ids
+
+
 def deep_arguments(depth):
     """Stored arguments whose only argument is a list nested ``depth`` deep."""
     return '{"args": ' + "[" * depth + "]" * depth + ', "kwargs": {}}'
@@ -408,14 +453,23 @@ def inject_faults_until_settled(supervisor, database, options, rng, total):
     deadline = time.monotonic() + options.deadline
     next_worker_kill = time.monotonic() + KILL_WORKER_EVERY
     next_connection_kill = time.monotonic() + KILL_CONNECTIONS_EVERY
+    next_cancel = time.monotonic() + CANCEL_LIMITED_EVERY
+    next_block = time.monotonic() + LONG_BLOCK_EVERY
+    blocks = []
     next_progress = next_change = time.monotonic() + 10
     last_unfinished = None
     restarted = False
     while time.monotonic() < deadline:
         unfinished = guarded(count_unfinished)
-        if unfinished == 0:
+        if unfinished == 0 and guarded(batches_settled):
             break
         now = time.monotonic()
+        if now >= next_cancel:
+            counts["limited runs cancelled"] += guarded(cancel_a_limited_run) or 0
+            next_cancel = now + rng.uniform(3, 5)
+        if now >= next_block:
+            blocks.append(hold_a_block_open(rng, counts))
+            next_block = now + rng.uniform(6, 8)
         if now >= next_worker_kill:
             counts["workers killed"] += bool(kill_a_worker(supervisor, rng))
             next_worker_kill = now + rng.uniform(4, 6)
@@ -447,7 +501,67 @@ def inject_faults_until_settled(supervisor, database, options, rng, total):
         time.sleep(0.5)  # pacing the fault loop, not waiting for a condition
     else:
         counts["deadline passed"] = 1
+    for block in blocks:
+        block.join(timeout=LONG_BLOCK_SECONDS + 30)
     return counts
+
+
+def cancel_a_limited_run():
+    """Cancel one running limited job, as an operator would; 1 if one was."""
+    from steady_queue.models import ClaimedExecution
+
+    running = ClaimedExecution.objects.filter(
+        job__task_path="soakproject.tasks.limited_run"
+    )
+    job_id = running.values_list("job_id", flat=True).first()
+    if job_id is None:
+        return 0
+    return len(running.filter(job_id=job_id).cancel_all("soak harness"))
+
+
+def hold_a_block_open(rng, counts):
+    """In a thread: add three jobs to a running batch in a block held open
+    LONG_BLOCK_SECONDS, while workers finish that batch's jobs."""
+    import threading
+
+    def hold():
+        from django.db import connection
+        from soakproject import tasks
+
+        import steady_queue
+        from steady_queue.exceptions import BatchEndedError
+        from steady_queue.models import Batch
+
+        try:
+            running = list(Batch.objects.running().values_list("pk", flat=True))
+            if not running:
+                counts["long blocks skipped (no batch running)"] += 1
+                return
+            batch_id = rng.choice(running)
+            with steady_queue.add_to_batch(batch_id):
+                for n in range(3):
+                    tasks.batch_member.enqueue(f"added-{batch_id}-{time.time_ns()}-{n}")
+                time.sleep(LONG_BLOCK_SECONDS)  # the long block under test
+            counts["long add_to_batch blocks"] += 1
+        except BatchEndedError:
+            counts["long blocks skipped (batch ended)"] += 1
+        except Exception as error:
+            counts[f"long blocks cut ({type(error).__name__})"] += 1
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    return thread
+
+
+def batches_settled():
+    """Every batch has ended and no job end waits to be counted in one."""
+    from steady_queue.models import Batch, BatchEnding
+
+    return not Batch.objects.filter(ended_at=None).exists() and (
+        not BatchEnding.objects.exists()
+    )
 
 
 def guarded(function):
@@ -622,7 +736,7 @@ def account_for(kinds, files):
                 must_be_zero["succeeded with a wrong result"] += (
                     returns.get(job_id) != label
                 )
-        elif outcome == "succeeded" and kind != "deep_json_refused":
+        elif outcome == "succeeded" and kind not in ("deep_json_refused", "limited"):
             must_be_zero["poison jobs that succeeded"] += 1
     for state in ("claimed", "ready", "scheduled", "blocked", "unaccounted"):
         must_be_zero[f"left {state}"] += outcomes[state]
@@ -644,6 +758,71 @@ def account_for(kinds, files):
             if kind == "good" and not done[label] and started[label]
         ),
     }
+
+
+def limits_and_batches(files, batch_ids):
+    """Limit overlaps from the limits file; each batch's callbacks, enqueued."""
+    attempts = collections.defaultdict(lambda: [None, None, None])
+    if files["limits"].exists():
+        for line in files["limits"].read_text().splitlines():
+            key, attempt, event, moment = line.split()
+            into = attempts[attempt]
+            into[0] = key
+            if event == "start":
+                into[1] = float(moment)
+            into[2] = max(into[2] or 0.0, float(moment))
+    by_key = collections.defaultdict(list)
+    for key, start, last in attempts.values():
+        if start is not None:
+            by_key[key].append((start, last))
+    overlaps, worst = 0, 0.0
+    for runs in by_key.values():
+        runs.sort()
+        latest = 0.0
+        for start, last in runs:
+            if start < latest:
+                overlaps += 1
+                worst = max(worst, latest - start)
+            latest = max(latest, last)
+    rows = guarded(lambda: read_batches(batch_ids))
+    wrong = []
+    for batch_id, ended, succeeded, enqueued in rows or []:
+        expected = {"finish", "success" if succeeded else "failure"}
+        if (
+            not ended
+            or set(enqueued) != expected
+            or any(count != 1 for count in enqueued.values())
+        ):
+            wrong.append((batch_id, ended, dict(enqueued)))
+    return {
+        "limited runs": len(attempts),
+        "limit overlaps": overlaps,
+        "worst overlap": worst,
+        "batches": len(batch_ids),
+        "batches wrong": wrong if rows is not None else [("unreadable", None, {})],
+        "callback runs": (
+            len(files["callbacks"].read_text().splitlines())
+            if files["callbacks"].exists()
+            else 0
+        ),
+    }
+
+
+def read_batches(batch_ids):
+    """Per batch: id, ended, succeeded, {event: callback jobs enqueued}."""
+    from steady_queue.models import Batch, Job
+
+    enqueued = collections.defaultdict(collections.Counter)
+    arguments = Job.objects.filter(
+        task_path="soakproject.tasks.batch_callback"
+    ).values_list("arguments", flat=True)
+    for stored in arguments:
+        batch = loads(stored)["kwargs"]["batch"]
+        enqueued[batch["id"]][batch["event"]] += 1
+    return [
+        (batch.pk, batch.ended_at is not None, batch.succeeded, enqueued[batch.pk])
+        for batch in Batch.objects.filter(pk__in=batch_ids).order_by("pk")
+    ]
 
 
 STATES = ("succeeded", "claimed", "ready", "scheduled", "blocked", "unaccounted")
@@ -760,6 +939,17 @@ def print_report(database, report, files):
         "import side effect (marker file)",
     ]
     rows += [(f"{name} (must be 0)", zero[name]) for name in others]
+    rows += [
+        (
+            f"limit overlaps in {report['limited runs']} limited runs (must be 0)",
+            report["limit overlaps"],
+        ),
+        (
+            f"batches of {report['batches']} without each callback enqueued "
+            "exactly once (must be 0)",
+            len(report["batches wrong"]),
+        ),
+    ]
     exit_code = report["exit_code"]
     up = report["supervisor_up"]
     rows.append(
@@ -777,6 +967,14 @@ def print_report(database, report, files):
     for name, value in rows:
         print(f"  {name:<{width}}{value}")
     print(f"  good jobs whose runs were all cut short: {report['cut short']}")
+    if report["limit overlaps"]:
+        print(f"  worst limit overlap: {report['worst overlap']:.2f} s")
+    for batch_id, ended, enqueued in report["batches wrong"]:
+        print(f"  batch {batch_id}: ended {ended}, callbacks enqueued {enqueued}")
+    print(
+        f"  batch callbacks run: {report['callback runs']} (each enqueued once; a "
+        "worker killed mid-run may fail one)"
+    )
     print("  by kind:")
     for kind, counter in sorted(report["by_kind"].items()):
         print(

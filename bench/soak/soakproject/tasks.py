@@ -10,7 +10,7 @@ import os
 import re
 import time
 
-from steady_queue import timeout
+from steady_queue import limits_concurrency, timeout
 from steady_queue.compat import task
 
 HUGE_BYTES = 17 * 1024 * 1024  # over MariaDB's 16 MiB max_allowed_packet
@@ -86,3 +86,54 @@ def deep_target(label):
     """Enqueued, then its row's arguments are rewritten to deep JSON."""
     record(label, "deep-target-ran")
     return label
+
+
+# Limited runs and batches (issue #29): the harness cancels limited runs and
+# holds add_to_batch() blocks open, then measures overlaps and callbacks.
+
+LIMIT_KEYS = 3
+LIMITED_SECONDS = 1.5
+
+
+def note(path_variable, text):
+    """Append one line to the file named by an environment variable."""
+    descriptor = os.open(
+        os.environ[path_variable], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+    )
+    try:
+        os.write(descriptor, f"{text}\n".encode())
+    finally:
+        os.close(descriptor)
+
+
+def _limit_key(label):
+    return f"soak-{int(label.rpartition('-')[2]) % LIMIT_KEYS}"
+
+
+@limits_concurrency(to=1, key=_limit_key, duration=120)
+@task
+def limited_run(label):
+    """One run at a time per key: notes its start, a tick every 0.1 s while it
+    runs, and its end, as ``key attempt event time`` (the attempt names the
+    process and the start, as a run killed mid-way leaves no end)."""
+    key, attempt = _limit_key(label), f"{label}/{os.getpid()}/{time.time_ns()}"
+    note("SOAK_LIMIT_FILE", f"{key} {attempt} start {time.time()}")
+    deadline = time.monotonic() + LIMITED_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        note("SOAK_LIMIT_FILE", f"{key} {attempt} tick {time.time()}")
+    note("SOAK_LIMIT_FILE", f"{key} {attempt} end {time.time()}")
+    return label
+
+
+@task
+def batch_member(label):
+    time.sleep(0.05)
+    return label
+
+
+@task
+def batch_callback(batch):
+    """Notes ``batch-id event`` each time it runs."""
+    note("SOAK_CALLBACK_FILE", f"{batch['id']} {batch['event']}")
+    return batch["id"]
