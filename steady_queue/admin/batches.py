@@ -16,6 +16,7 @@ from django.utils.text import Truncator
 from ..batches.callbacks import EVENTS
 from ..batches.status import BatchStatus
 from ..models import Batch
+from ..models.batch import callback_error
 from ..reporting.batches import (
     LISTED_STATES,
     describe_metadata,
@@ -139,11 +140,11 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         rows = Batch.objects.using(batch._state.db).filter(pk=batch.pk)
         results = rows.retry_failed_callbacks().get(batch.pk, {})
         for event, result in results.items():
-            if str(result).startswith("error:"):
+            if (error := callback_error(result)) is not None:
                 self.message_user(
                     request,
                     f"The {event} callback of batch {batch.pk} still cannot be "
-                    f"enqueued: {result.removeprefix('error:').strip()}",
+                    f"enqueued: {error}",
                     messages.ERROR,
                 )
             else:
@@ -290,10 +291,9 @@ def _in_event_order(callbacks):
 def _callback_outcome(status, event):
     """Where a callback stands: its job, its error, or why there is none (yet)."""
     result = status.callback_results.get(event)
-    if result is not None and str(result).startswith("error:"):
+    if (error := callback_error(result)) is not None:
         return format_html(
-            '<span class="sq-callback-error">could not be enqueued: {}</span>',
-            str(result).removeprefix("error:").strip(),
+            '<span class="sq-callback-error">could not be enqueued: {}</span>', error
         )
     if result is not None:
         return format_html(

@@ -22,6 +22,7 @@ def add_arguments(parser):
 
 def handle(command, options):
     from ..models import Batch
+    from ..models.batch import callback_error
 
     backend = common.steady_queue_backend(options["backend"])
     if not options["batches"] and not options["all"]:
@@ -35,10 +36,11 @@ def handle(command, options):
     retried = batches.retry_failed_callbacks()
     for batch_id, results in retried.items():
         for event, result in results.items():
+            error = callback_error(result)
             outcome = (
-                f"still failing ({result.removeprefix('error:').strip()})"
-                if str(result).startswith("error:")
-                else f"enqueued as job {result}"
+                f"enqueued as job {result}"
+                if error is None
+                else f"still failing ({error})"
             )
             command.stdout.write(f"Batch {batch_id}, {event} callback: {outcome}.")
     command.stdout.write(f"Retried the failed callbacks of {len(retried)} batch(es).")

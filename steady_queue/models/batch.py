@@ -40,6 +40,15 @@ COUNT_ENDED_SQL = (
 DONE_SQL = "sealed AND size = finished + failed + discarded"
 # How a callback result that is an error starts (batches.callbacks).
 CALLBACK_ERROR = "error:"
+
+
+def callback_error(result):
+    """The error a callback result records, or None for a job id (or none)."""
+    if result is None or not str(result).startswith(CALLBACK_ERROR):
+        return None
+    return str(result).removeprefix(CALLBACK_ERROR).strip()
+
+
 # Where UPDATE ... RETURNING exists: whether that count made the batch done,
 # so only a done batch is read again to be ended.
 RETURNING_DONE = f" RETURNING {DONE_SQL}"
@@ -300,7 +309,7 @@ class Batch(models.Model):
         return [
             event
             for event, result in self.callback_results.items()
-            if str(result).startswith(CALLBACK_ERROR)
+            if callback_error(result) is not None
         ]
 
     def retry_failed_callbacks(self):
