@@ -30,7 +30,8 @@ def handle(command, options):
             "Name the batches (--batch ID, repeatable) or pass --all for every "
             "ended batch whose callbacks could not be enqueued."
         )
-    batches = Batch.objects.using(backend.database)
+    # This alias's batches only, as retry and discard act on its jobs only.
+    batches = Batch.objects.using(backend.database).for_backend(backend.alias)
     if options["batches"]:
         batches = batches.filter(pk__in=options["batches"])
     retried = batches.retry_failed_callbacks()
