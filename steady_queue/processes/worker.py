@@ -368,11 +368,11 @@ class Worker(Poller):
         supervisor that took this process for dead failed them: their outcome
         is already written, and whatever they produce now is dropped (finalize
         records only claims still held). A coroutine is cancelled; a thread
-        cannot be, so a forked worker exits at once to be replaced (its other
-        running jobs are released to run again), and in thread mode the
-        thread runs on, ignored. A limited job's slot stays taken until its
-        run has stopped: the coroutine cancelled, the thread returned, or
-        the process ended.
+        cannot be, so a forked worker stops at once to be replaced (its other
+        running jobs get shutdown_timeout to finish, as at a graceful stop),
+        and in thread mode the thread runs on, ignored. A limited job's slot
+        stays taken until its run has stopped: the coroutine cancelled, the
+        thread returned, or the process ended.
         """
         self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         # An outcome waiting to be recorded (an outage) is no longer running.
@@ -397,8 +397,8 @@ class Worker(Poller):
             how = (
                 "its coroutine was cancelled"
                 if not threads
-                else "exiting at once to be replaced, as a thread cannot be "
-                "stopped; its other running jobs are released"
+                else "stopping at once to be replaced, as a thread cannot be "
+                "stopped; its other running jobs get shutdown_timeout to finish"
                 if self.owns_process
                 else "a thread cannot be stopped in thread mode: it runs on, "
                 "holding its concurrency slot, and its result will be ignored"
@@ -411,10 +411,12 @@ class Worker(Poller):
                 how,
             )
         if threads and self.owns_process:
-            # At once, not after draining: the cancelled run goes on until
-            # the process ends, holding its concurrency slot (CancelledRun).
+            # Now, as a graceful stop: the cancelled run goes on until the
+            # process ends, holding its concurrency slot (CancelledRun), so
+            # the other jobs get shutdown_timeout, not as long as they take.
+            # Not an immediate stop: a job whose function returns just after
+            # being handed back would run twice.
             listed = ", ".join(str(job_id) for job_id in threads)
-            self.immediate = True
             self.replace(f"job(s) {listed} cancelled while running")
 
     def stop_cancelled_runs(self, job_ids):

@@ -65,7 +65,7 @@ def test_cancelled_jobs_stop_and_a_forked_worker_is_replaced(
     wait_for(lambda: "cancelled" in notes(async_notes), message="coroutine cancelled")
     # The thread cannot be stopped: its worker exits and is replaced, which
     # ends the thread with the process.
-    wait_for_log(supervisor, "exiting at once to be replaced")
+    wait_for_log(supervisor, "stopping at once to be replaced")
     wait_for(
         lambda: [w.pid for w in rows("worker")] not in ([], [worker.pid]),
         timeout=20,
@@ -166,7 +166,8 @@ def test_a_forked_worker_is_replaced_at_once_and_the_slot_waits_for_it(
     blocked = tasks.one_at_a_time.enqueue(str(path), "k", 0)
 
     cancel(cancelled)
-    # Not after the unrelated job's 60 s: that job is released to run again.
+    # Not after the unrelated job's 60 s: it gets shutdown_timeout, then is
+    # released to run again.
     [replacement] = wait_for_workers(1, timeout=20, exclude_pids=[worker.pid])
     wait_for(
         lambda: statuses([blocked]) == {TaskResultStatus.SUCCESSFUL: 1},
