@@ -81,6 +81,8 @@ class Worker(Poller):
         self.recycler = Recycler(config, measure_memory=self.owns_process)
         # Why this worker asked to be replaced; None if it was just stopped.
         self.replacement_reason = None
+        # When a drain to be replaced gives up on the jobs still running.
+        self.drain_until = float("inf")
 
     def metadata(self):
         limits = {
@@ -368,11 +370,11 @@ class Worker(Poller):
         supervisor that took this process for dead failed them: their outcome
         is already written, and whatever they produce now is dropped (finalize
         records only claims still held). A coroutine is cancelled; a thread
-        cannot be, so a forked worker stops at once to be replaced (its other
-        running jobs get shutdown_timeout to finish, as at a graceful stop),
-        and in thread mode the thread runs on, ignored. A limited job's slot
-        stays taken until its run has stopped: the coroutine cancelled, the
-        thread returned, or the process ended.
+        cannot be, so a forked worker drains to be replaced, giving its other
+        running jobs shutdown_timeout to finish (those still running then are
+        handed back), and in thread mode the thread runs on, ignored. A
+        limited job's slot stays taken until its run has stopped: the
+        coroutine cancelled, the thread returned, or the process ended.
         """
         self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         # An outcome waiting to be recorded (an outage) is no longer running.
@@ -397,8 +399,8 @@ class Worker(Poller):
             how = (
                 "its coroutine was cancelled"
                 if not threads
-                else "stopping at once to be replaced, as a thread cannot be "
-                "stopped; its other running jobs get shutdown_timeout to finish"
+                else "draining to be replaced, as a thread cannot be stopped; "
+                "its other running jobs get shutdown_timeout to finish"
                 if self.owns_process
                 else "a thread cannot be stopped in thread mode: it runs on, "
                 "holding its concurrency slot, and its result will be ignored"
@@ -411,13 +413,14 @@ class Worker(Poller):
                 how,
             )
         if threads and self.owns_process:
-            # Now, as a graceful stop: the cancelled run goes on until the
-            # process ends, holding its concurrency slot (CancelledRun), so
-            # the other jobs get shutdown_timeout, not as long as they take.
-            # Not an immediate stop: a job whose function returns just after
-            # being handed back would run twice.
+            # Draining, as when recycling, but for shutdown_timeout at most:
+            # the cancelled run goes on until the process ends, holding its
+            # concurrency slot (CancelledRun). Polling on, so the other jobs'
+            # timeouts still hold; not handed back at once, as a job whose
+            # function returns just after being handed back would run twice.
             listed = ", ".join(str(job_id) for job_id in threads)
-            self.replace(f"job(s) {listed} cancelled while running")
+            self.recycler.recycle(f"job(s) {listed} cancelled while running")
+            self.drain_until = time.monotonic() + self.options.shutdown_timeout
 
     def stop_cancelled_runs(self, job_ids):
         """These cancelled runs have stopped here: give back their slots."""
@@ -431,9 +434,17 @@ class Worker(Poller):
         self.deadlines.forget(job_id)
 
     def drain_to_recycle(self):
-        """Claim nothing; once every job is recorded, exit to be replaced."""
+        """Claim nothing; once every job is recorded, exit to be replaced.
+
+        Past ``drain_until`` (set when a cancelled thread must end with the
+        process) the jobs still running are handed back, as at a graceful
+        stop's end.
+        """
+        if self.in_flight and time.monotonic() < self.drain_until:
+            wait = max(0.0, self.drain_until - time.monotonic())
+            return self.sleep_at_most(min(FULL_POOL_WAIT, wait))
         if self.in_flight:
-            return self.sleep_at_most(FULL_POOL_WAIT)
+            self.immediate = True
         logger.info(
             "%s: %s; exiting to be replaced", self.description, self.recycler.reason
         )

@@ -65,7 +65,7 @@ def test_cancelled_jobs_stop_and_a_forked_worker_is_replaced(
     wait_for(lambda: "cancelled" in notes(async_notes), message="coroutine cancelled")
     # The thread cannot be stopped: its worker exits and is replaced, which
     # ends the thread with the process.
-    wait_for_log(supervisor, "stopping at once to be replaced")
+    wait_for_log(supervisor, "draining to be replaced")
     wait_for(
         lambda: [w.pid for w in rows("worker")] not in ([], [worker.pid]),
         timeout=20,

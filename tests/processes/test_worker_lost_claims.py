@@ -85,7 +85,7 @@ def test_a_cancelled_thread_in_thread_mode_runs_on_and_its_result_is_dropped(
     assert_cancelled(result)
 
 
-def test_a_forked_worker_with_a_cancelled_thread_asks_to_be_replaced_at_once(
+def test_a_forked_worker_with_a_cancelled_thread_drains_for_shutdown_timeout(
     make_worker, tmp_path
 ):
     cancelled = tasks.runs_for.enqueue(str(tmp_path / "cancelled"), 0)
@@ -98,12 +98,14 @@ def test_a_forked_worker_with_a_cancelled_thread_asks_to_be_replaced_at_once(
     worker.next_claim_check = 0
     worker.poll()
 
-    # Stopping now, not after draining; gracefully: its other job may finish.
-    assert worker.stopping and not worker.immediate
-    assert worker.replacement_reason == (
-        f"job(s) {cancelled.id} cancelled while running"
-    )
-    assert worker.in_flight == job_ids(other)
+    # Draining, for shutdown_timeout at most: its other job may finish.
+    reason = f"job(s) {cancelled.id} cancelled while running"
+    assert worker.recycler.reason == reason
+    assert worker.in_flight == job_ids(other) and not worker.stopping
+    worker.drain_until = 0  # as if shutdown_timeout had passed
+    worker.poll()
+    assert worker.stopping and worker.immediate
+    assert worker.replacement_reason == reason
     assert_cancelled(cancelled)
 
 
