@@ -228,7 +228,7 @@ def test_an_operator_cancels_a_running_job(
     # Its worker exits to end the thread and is replaced; the run never ends
     # in a success, and a new job runs on the new worker.
     wait_for(
-        lambda: "stopped while running; exiting to be replaced" in supervisor.log(),
+        lambda: "draining to be replaced" in supervisor.log(),
         timeout=20,
         message="the worker to be replaced",
     )

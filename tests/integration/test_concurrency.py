@@ -62,7 +62,9 @@ def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
     calls = [
         (tasks.one_at_a_time, (path, f"one-{index % 4}", 0.01)) for index in range(200)
     ] + [
-        (tasks.three_at_a_time, (path, f"three-{index % 3}", 0.02))
+        # Long enough that runs of a key meet even on a loaded machine (at
+        # 0.02 s, claims there were too slow for any two to overlap).
+        (tasks.three_at_a_time, (path, f"three-{index % 3}", 0.2))
         for index in range(150)
     ]
     supervisor = start_supervisor(
