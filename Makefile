@@ -12,11 +12,11 @@ DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
 DJANGO_wagtail := Django==6.1.* wagtail==8.0.* django-tasks-monitor==0.1.0
 # What a venv installs beside its Django: our package with the suite's extras, and
 # the docs and lint tools; the clients lane only what its site and pytest need.
-WITH := -e ".[postgres,pymysql,test]" sphinx ruff
+WITH := -e ".[postgres,pymysql,test]" sphinx ruff import-linter
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo bench bench-scale docs lint clean env chromium \
+.PHONY: test test-fast demo bench bench-scale docs lint lint-imports clean env chromium \
 	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
@@ -31,9 +31,10 @@ env: $(VENVS)/dj61/.installed
 
 # The whole suite: Django 6.1 on all three databases, 5.2 (backport) on SQLite and
 # PostgreSQL, 6.0 on SQLite, the Wagtail site of tests_clients/ on PostgreSQL and
-# SQLite, then the docs (warnings are errors), then the packaging checks (build,
-# twine check, metadata, the sdist's own tests): scripts/test-suite runs each
-# step even when one failed, and ends with every step's verdict.
+# SQLite, then the docs (warnings are errors), the import layers (lint-imports),
+# then the packaging checks (build, twine check, metadata, the sdist's own
+# tests): scripts/test-suite runs each step even when one failed, and ends
+# with every step's verdict.
 # The four virtualenvs and the Debian packages are installed side by side.
 test:
 	@$(MAKE) --no-print-directory -j5 $(VENVS)/dj61/.installed \
@@ -73,8 +74,12 @@ docs: $(VENVS)/dj61/.installed
 	@$(VENVS)/dj61/bin/sphinx-build -W --keep-going -q -b html docs build/docs
 	@echo "==> docs built in build/docs (no warnings)"
 
-lint: $(VENVS)/dj61/.installed
+lint: $(VENVS)/dj61/.installed lint-imports
 	@$(VENVS)/dj61/bin/ruff check steady_queue tests tests_clients bench example_project
+
+# The layers of [tool.importlinter] in pyproject.toml: parts import downwards.
+lint-imports: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENVS) build docs/_build

@@ -13,7 +13,10 @@ class SteadyQueueConfig(AppConfig):
         # Importing the framework registers its system checks (django.tasks does
         # that on import); without it `manage.py check` skips our backend checks.
         from . import compat, log  # noqa: F401 - also connects the log receivers
-        from .checks import (
+
+        # The project checks read the URLconf and the state machines' models:
+        # imported once the app registry is ready.
+        from .project_checks import (
             check_metrics_token,
             check_state_handlers,
             check_task_packages,

@@ -5,9 +5,9 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from . import checks
-from .batches.block import open_batch
 from .checks import refuse_if_not_installed
 from .compat import (
     BaseTaskBackend,
@@ -24,8 +24,9 @@ from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
 from .pipeline.loader import load_task, missing_task, task_module_refusal
+from .pipeline.open_batch import open_batch
 from .pipeline.results import build_result
-from .states import TASK_RESULT_STATUS, with_state
+from .states import TASK_RESULT_STATUS
 
 
 class SteadyQueueBackend(BaseTaskBackend):
@@ -59,12 +60,10 @@ class SteadyQueueBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs):
         """Validate a call, write its job row, and return its READY result."""
-        from .models import Job
-
         self._validate(task)
         request = _Requests(self, task).request_for(args, kwargs)
         with self._explaining_missing_tables():
-            enqueued = Job.objects.using(self.database).enqueue(request)
+            enqueued = _models().Job.objects.using(self.database).enqueue(request)
         return self._enqueued(enqueued, task)
 
     def enqueue_many(self, task, calls):
@@ -73,28 +72,24 @@ class SteadyQueueBackend(BaseTaskBackend):
         ``calls`` is an iterable of ``(args, kwargs)`` pairs. Every call is
         validated before anything is written, so a bad one enqueues nothing.
         """
-        from .models import Job
-
         self._validate(task)
         calls_of_the_task = _Requests(self, task)
         requests = [
             calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
         ]
         with self._explaining_missing_tables():
-            enqueued = Job.objects.using(self.database).enqueue_all(requests)
+            enqueued = _models().Job.objects.using(self.database).enqueue_all(requests)
         return [self._enqueued(each, task) for each in enqueued]
 
     def get_result(self, result_id):
         """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
-        from .models import Job
-
         try:
             pk = int(result_id)
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(
                 f"{result_id!r} is not a steady_queue result id."
             ) from None
-        jobs = with_state(Job.objects.using(self.database).filter(pk=pk))
+        jobs = _models().Job.objects.using(self.database).filter(pk=pk).with_state()
         job = jobs.first()
         if job is None:
             raise TaskResultDoesNotExist(f"No job with result id {result_id!r}.")
@@ -111,7 +106,7 @@ class SteadyQueueBackend(BaseTaskBackend):
             raise
 
     def check(self, **kwargs):
-        return checks.check_backend(self, **kwargs)
+        return checks.check_backend(self, steady_queue_databases(), **kwargs)
 
     def _validate(self, task):
         """Check the task again (settings may have changed) and the OPTIONS."""
@@ -154,6 +149,17 @@ class SteadyQueueBackend(BaseTaskBackend):
         return task.using(**settings_of_the_job)
 
 
+def _models():
+    """steady_queue.models, imported on first use rather than with this module.
+
+    Django builds a task backend as soon as a task is defined, which may be
+    while the apps load, before the app registry lets models be imported.
+    """
+    from . import models
+
+    return models
+
+
 class _Requests:
     """Makes the EnqueueRequests of one task's calls; the task's settings are
     read once, not per call (enqueue_many makes thousands). Inside a batch
@@ -171,10 +177,9 @@ class _Requests:
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
-        from .models import EnqueueRequest, Job
-
+        models = _models()
         task, limit, unique = self.task, self.limit, self.unique
-        job = Job.unsaved(
+        job = models.Job.unsaved(
             queue_name=task.queue_name,
             task_path=task.module_path,
             arguments=serialize_arguments(task.module_path, args, kwargs),
@@ -185,7 +190,7 @@ class _Requests:
             concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
             batch_id=self.batch_id,
         )
-        return EnqueueRequest(
+        return models.EnqueueRequest(
             job,
             limit=limit,
             unique=unique,
@@ -221,4 +226,27 @@ def steady_queue_backend(alias, refusal):
     found = task_backends[alias]
     if not isinstance(found, SteadyQueueBackend):
         raise refusal
+    return found
+
+
+def steady_queue_databases():
+    """{TASKS alias: database alias} of every SteadyQueueBackend, in TASKS order."""
+    found = {}
+    for alias, config in getattr(settings, "TASKS", {}).items():
+        try:
+            backend_class = import_string(config["BACKEND"])
+        except (ImportError, KeyError, TypeError):
+            continue  # the task framework's own checks report it
+        if isinstance(backend_class, type) and issubclass(
+            backend_class, SteadyQueueBackend
+        ):
+            options = config.get("OPTIONS") or {}
+            database = (
+                options.get("database", "default")
+                if isinstance(options, dict)
+                else None
+            )
+            # A bad OPTIONS or database is E002's to report, not this check's.
+            if isinstance(database, str):
+                found[alias] = database
     return found

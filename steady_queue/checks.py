@@ -1,7 +1,8 @@
-"""System checks for a SteadyQueueBackend: app installed, OPTIONS valid, locking.
+"""System checks for a SteadyQueueBackend: app installed, OPTIONS valid,
+migrated, locking, and recurring keys that aliases sharing a database share.
 
-Also the project-wide ones: recurring keys of backend aliases that share a
-database, and an open metrics view.
+The project-wide ones (the metrics view, state machines, task packages) are
+project_checks'.
 """
 
 from django.apps import apps
@@ -9,13 +10,14 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
-from django.utils.module_loading import import_string
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
 from .database_checks import check_liveness
 from .dialects import dialect_for
-from .recurring.checks import check_recurring
+from .migration_state import MIGRATE_HINT, not_migrated_message
+from .schedules.checks import check_recurring
+from .schedules.specs import static_specs
 
 # Where the hints send people: the configuration page of the documentation
 # (also in the package's Project-URLs).
@@ -49,8 +51,12 @@ def refuse_if_not_installed(alias):
         )
 
 
-def check_backend(backend, databases=None, **kwargs):
-    """Return the check messages for one configured backend."""
+def check_backend(backend, steady_queue_databases, databases=None, **kwargs):
+    """Return the check messages for one configured backend.
+
+    ``steady_queue_databases`` is {alias: database} of every SteadyQueueBackend
+    in TASKS (backend.steady_queue_databases()).
+    """
     messages = []
     if not apps.is_installed("steady_queue"):
         messages.append(
@@ -81,7 +87,9 @@ def check_backend(backend, databases=None, **kwargs):
     messages.extend(check_recurring(options))
     if not errors:
         messages.extend(check_liveness(options, backend.alias, databases))
-    messages.extend(_check_recurring_keys_not_shared(backend.alias))
+    messages.extend(
+        _check_recurring_keys_not_shared(backend.alias, steady_queue_databases)
+    )
     if databases and options.database in databases:
         messages.extend(_check_locking(options.database))
         messages.extend(_check_migrated(options.database))
@@ -90,8 +98,6 @@ def check_backend(backend, databases=None, **kwargs):
 
 def _check_migrated(alias):
     """An error when steady_queue's migrations are not all applied to ``alias``."""
-    from .migration_state import MIGRATE_HINT, not_migrated_message
-
     message = not_migrated_message(alias)
     if message is None:
         return []
@@ -115,7 +121,7 @@ def _check_locking(alias):
     ]
 
 
-def _check_recurring_keys_not_shared(alias):
+def _check_recurring_keys_not_shared(alias, databases):
     """An error per recurring key this alias shares with an earlier alias that
     keeps its jobs in the same database.
 
@@ -123,7 +129,6 @@ def _check_recurring_keys_not_shared(alias):
     a key there names one task, run by one alias's scheduler. Reported on the
     later alias, as E015 (a key used more than once).
     """
-    databases = steady_queue_databases()
     database = databases.get(alias)
     sharing = [other for other, db in databases.items() if db == database]
     if alias not in sharing or sharing.index(alias) == 0:
@@ -149,121 +154,5 @@ def _check_recurring_keys_not_shared(alias):
 def _static_keys(alias):
     """The keys of an alias's static recurring tasks (none if its OPTIONS are
     invalid: E002 reports that)."""
-    from .recurring.specs import static_specs
-
     options, errors = read_options(settings.TASKS[alias].get("OPTIONS") or {}, alias)
     return set() if errors else {spec.key for spec in static_specs(options)}
-
-
-def steady_queue_databases():
-    """{TASKS alias: database alias} of every SteadyQueueBackend, in TASKS order."""
-    from .backend import SteadyQueueBackend
-
-    found = {}
-    for alias, config in getattr(settings, "TASKS", {}).items():
-        try:
-            backend_class = import_string(config["BACKEND"])
-        except (ImportError, KeyError, TypeError):
-            continue  # the task framework's own checks report it
-        if isinstance(backend_class, type) and issubclass(
-            backend_class, SteadyQueueBackend
-        ):
-            options = config.get("OPTIONS") or {}
-            database = (
-                options.get("database", "default")
-                if isinstance(options, dict)
-                else None
-            )
-            # A bad OPTIONS or database is E002's to report, not this check's.
-            if isinstance(database, str):
-                found[alias] = database
-    return found
-
-
-def check_metrics_token(app_configs=None, **kwargs):
-    """Warn when the metrics view is routed and open: no token is configured."""
-    from django.urls import get_resolver
-
-    if getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None):
-        return []
-    if not getattr(settings, "ROOT_URLCONF", None):
-        return []
-    if not _routes_metrics(get_resolver().url_patterns):
-        return []
-    return [
-        checks.Warning(
-            "steady_queue's metrics view is in the URLconf, and "
-            "STEADY_QUEUE_METRICS_TOKEN is not set: anyone who can reach the URL "
-            "can read your queue names, sizes and processes.",
-            hint=(
-                "Set STEADY_QUEUE_METRICS_TOKEN to a long random string (e.g. "
-                "from the environment) and give Prometheus the same token as a "
-                "bearer token; or remove the route where Prometheus does not "
-                "need it."
-            ),
-            id="steady_queue.W002",
-        )
-    ]
-
-
-def check_task_packages(app_configs=None, **kwargs):
-    """Error when STEADY_QUEUE_TASK_PACKAGES is not a list of package names."""
-    from .pipeline.loader import TASK_PACKAGES_SETTING
-
-    names = getattr(settings, TASK_PACKAGES_SETTING, [])
-    if isinstance(names, list | tuple) and all(
-        isinstance(name, str)
-        and name
-        and all(part.isidentifier() for part in name.split("."))
-        for name in names
-    ):
-        return []
-    return [
-        checks.Error(
-            f"settings.{TASK_PACKAGES_SETTING} must be a list of dotted package "
-            f"names, like ['modelsearch', 'mylib.jobs']; it is {names!r}.",
-            hint=(
-                "Name each package whose modules define tasks outside the "
-                "installed apps and the project package."
-            ),
-            id="steady_queue.E007",
-        )
-    ]
-
-
-def check_state_handlers(app_configs=None, **kwargs):
-    """Error for each state of a StatorModel that should run a handler and has none."""
-    from .statemachines.models import runnable_models, states_without_handlers
-
-    return [
-        checks.Error(
-            f"{state.qualified_name} has no handler: the {model._meta.label} rows "
-            "in it would wait there for ever.",
-            hint=(
-                f"Register one with @{state.qualified_name}.handler in a module "
-                "the app imports when it loads (its models.py), or declare the "
-                "state terminal=True or externally_progressed=True."
-            ),
-            obj=model,
-            id="steady_queue.E006",
-        )
-        for model, state in states_without_handlers(runnable_models())
-    ]
-
-
-def _routes_metrics(patterns):
-    """Whether these URL patterns (searched through includes) serve the metrics."""
-    from .views import metrics
-
-    for pattern in patterns:
-        if hasattr(pattern, "url_patterns"):
-            if _routes_metrics(pattern.url_patterns):
-                return True
-            continue
-        view = getattr(pattern, "callback", None)
-        # Through decorators a project may add (never_cache, csrf_exempt...).
-        while view is not None:
-            if view is metrics or view is getattr(metrics, "__wrapped__", None):
-                return True
-            view = getattr(view, "__wrapped__", None)
-    return False

@@ -1,5 +1,7 @@
 """Every exception steady_queue raises or records, each saying what it means."""
 
+import sys
+
 
 class SteadyQueueError(Exception):
     """Base class for steady_queue's own errors."""
@@ -140,3 +142,30 @@ def cancellation_payload(by, at):
     """The error a running job is failed with when ``by`` cancels it at ``at``."""
     when = at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
     return error_payload(JobCancelledError, f"Cancelled by {by} at {when}.")
+
+
+def timeout_message(task_path, seconds, how):
+    """Say that a run of ``task_path`` overran its timeout and what was done."""
+    return (
+        f"The task {task_path!r} ran longer than its {seconds:g} s timeout and "
+        f"{how}. Make it faster, or give it more time with @timeout(seconds) or "
+        "the backend's 'timeout' option."
+    )
+
+
+def exception_class_of(error):
+    """The class an error payload names, or None if it is not loaded.
+
+    A payload is row data: its path is looked up among the modules this
+    process has already imported, never imported (that would run a module's
+    top-level code on a row's say-so). The class of an error raised here is
+    always loaded already.
+    """
+    try:
+        module_path, _, name = error["exception_class_path"].rpartition(".")
+    except (KeyError, TypeError, AttributeError):
+        return None
+    found = sys.modules.get(module_path)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) else None

@@ -4,7 +4,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from .compat import task
+from .compat import task, task_backends
+from .models import Batch, Job, JobTally
 
 
 @task
@@ -16,9 +17,6 @@ def clear_finished_jobs(backend="default"):
     Scheduled by OPTIONS["clear_finished_jobs_schedule"]; returns how many
     were deleted, so each run's result says what it did.
     """
-    from .compat import task_backends
-    from .models import Batch, Job, JobTally
-
     options = task_backends[backend].config
     before = timezone.now() - timedelta(seconds=options.clear_finished_jobs_after)
     # Only this alias's: another alias on the database keeps its own jobs for

@@ -6,6 +6,7 @@ import logging
 from django.dispatch import receiver
 
 from . import signals
+from .backend import SteadyQueueBackend
 from .compat import task_finished, task_started
 
 logger = logging.getLogger("steady_queue")
@@ -106,8 +107,6 @@ def log_job_finished(sender, task_result, **kwargs):
 
 
 def _ours(sender):
-    from .backend import SteadyQueueBackend
-
     return isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)
 
 

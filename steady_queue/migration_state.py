@@ -7,6 +7,8 @@ raw "no such table" from deep inside a worker or a view.
 
 from django.db import DatabaseError, connections
 
+from .exceptions import NotMigratedError
+
 MIGRATE_HINT = "Run `python manage.py migrate` (with --database for a queue database)."
 
 
@@ -42,6 +44,4 @@ def explain_if_not_migrated(database, error):
         # more than the original error does.
         return
     if message is not None:
-        from .exceptions import NotMigratedError
-
         raise NotMigratedError(f"{message} {MIGRATE_HINT}") from error

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from .compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
 from .reporting import metrics as metrics_module
+from .reporting.health import check_health
 
 
 @require_GET
@@ -33,8 +34,6 @@ def health(request, backend=DEFAULT_TASK_BACKEND_ALIAS):
     check's detail names database errors, hosts and missing migrations. Staff
     users and callers sending the metrics token read every check.
     """
-    from .reporting.health import check_health
-
     found = check_health(task_backends[backend], this_host=False)
     shown = found.as_dict() if _may_read_details(request) else found.summary()
     return JsonResponse(shown, status=200 if found.ok else 503)

@@ -44,7 +44,7 @@ def backend():
 @pytest.fixture
 def run_supervisor():
     """Start a thread-mode supervisor in this process; stopped at teardown."""
-    from steady_queue.processes.supervisor import child_specs
+    from steady_queue.processes.child_specs import child_specs
     from steady_queue.processes.thread_supervisor import ThreadSupervisor
 
     started = []

@@ -4,15 +4,9 @@ import pytest
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import Job
+from steady_queue.models.job.states import in_state, observe, with_state
 from steady_queue.pipeline.results import build_result
-from steady_queue.states import (
-    STATES,
-    TASK_RESULT_STATUS,
-    State,
-    in_state,
-    observe,
-    with_state,
-)
+from steady_queue.states import STATES, TASK_RESULT_STATUS, State
 
 from . import tasks
 from .factories import make_job

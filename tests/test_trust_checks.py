@@ -10,8 +10,8 @@ from django.urls import include, path
 from django.views.decorators.cache import never_cache
 
 from steady_queue import views
-from steady_queue.checks import check_metrics_token
 from steady_queue.compat import task_backends
+from steady_queue.project_checks import check_metrics_token
 
 
 def urlconf(*patterns):

@@ -13,8 +13,6 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from ..batches.callbacks import EVENTS
-from ..batches.status import BatchStatus
 from ..models import Batch
 from ..models.batch import callback_error
 from ..reporting.batches import (
@@ -22,6 +20,7 @@ from ..reporting.batches import (
     describe_metadata,
     percent_ended,
 )
+from ..states.batches import EVENTS, BatchStatus
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import batch_id_in
 from .jobs import _compact_time

@@ -3,11 +3,12 @@
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from ..models import Process
+from ..models.job.counts import counts_by_state, is_estimate
 from ..reporting import charts
 from ..reporting.queues import configured_queue_names, queue_overview
 from ..reporting.state_machines import state_machines_overview
 from ..reporting.throughput import failure_rate, per_minute
-from ..states import counts_by_state, is_estimate
 from .base import can, page_context, queue_backend, queue_database
 
 # Seconds between the page's own reloads (a meta refresh: no JavaScript).
@@ -16,8 +17,6 @@ REFRESH_SECONDS = 10
 
 def render_dashboard(request, admin_site):
     """Render the dashboard inside the admin's layout."""
-    from ..models import Process
-
     now = timezone.now()
     backend = queue_backend()
     database = queue_database()

@@ -6,8 +6,12 @@ from datetime import timedelta
 from django.contrib import admin
 from django.utils import timezone
 
+from ..backend import steady_queue_databases
+from ..models import FailedExecution, Job
+from ..models.job.counts import counts_by_state
+from ..models.job.states import in_state
 from ..reporting.queues import configured_queue_names, queue_overview
-from ..states import COUNT_LIMIT, STATES, counts_by_state, in_state
+from ..states import COUNT_LIMIT, STATES
 from .base import queue_backend, queue_database
 
 # The task filter offers the tasks of this many recent jobs: reading every
@@ -55,8 +59,6 @@ class BackendFilter(admin.SimpleListFilter):
     parameter_name = "backend"
 
     def lookups(self, request, model_admin):
-        from ..checks import steady_queue_databases
-
         database = queue_database()
         sharing = [a for a, db in steady_queue_databases().items() if db == database]
         return [(alias, alias) for alias in sharing] if len(sharing) > 1 else []
@@ -72,8 +74,6 @@ class TaskFilter(admin.SimpleListFilter):
     parameter_name = "task"
 
     def lookups(self, request, model_admin):
-        from ..models import FailedExecution, Job
-
         database = queue_database()
         recent = Job.objects.using(database).order_by("-pk")[:RECENT_JOBS]
         failed = FailedExecution.objects.using(database).order_by("-job_id")

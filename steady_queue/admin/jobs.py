@@ -1,11 +1,9 @@
 """The jobs admin: every job by state, its page, and the verbs that fix it."""
 
 import json
-from operator import methodcaller
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
@@ -14,14 +12,12 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
 from ..models import (
-    BlockedExecution,
     ClaimedExecution,
-    FailedExecution,
     Job,
-    ReadyExecution,
-    ScheduledExecution,
+    Process,
 )
-from ..states import State, observe, state_of, with_state
+from ..models.job.states import observe, state_of, with_state
+from ..states import State
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
@@ -32,35 +28,7 @@ from .filters import (
     StateFilter,
     TaskFilter,
 )
-
-# What each button on a job's page needs: its permission and the states it acts on.
-OPERATIONS = {
-    "retry": ("retry_job", {State.FAILED}),
-    "discard": (
-        "discard_job",
-        {State.FAILED, State.READY, State.SCHEDULED, State.BLOCKED},
-    ),
-    "run_now": ("run_job_now", {State.SCHEDULED, State.BLOCKED}),
-    "cancel": ("cancel_job", {State.RUNNING}),
-}
-# The execution table and verb behind each (operation, state) pair.
-VERBS = {
-    ("retry", State.FAILED): (FailedExecution, methodcaller("retry_all")),
-    ("discard", State.FAILED): (FailedExecution, methodcaller("discard_all")),
-    ("discard", State.READY): (ReadyExecution, methodcaller("discard_all")),
-    ("discard", State.SCHEDULED): (ScheduledExecution, methodcaller("discard_all")),
-    ("discard", State.BLOCKED): (BlockedExecution, methodcaller("discard_all")),
-    ("run_now", State.SCHEDULED): (ScheduledExecution, methodcaller("make_ready_now")),
-    ("run_now", State.BLOCKED): (BlockedExecution, methodcaller("make_ready_now")),
-    # No fixed verb: _operate builds cancel_all(by) with the request's user.
-    ("cancel", State.RUNNING): (ClaimedExecution, None),
-}
-DONE = {
-    "retry": "retried",
-    "discard": "discarded",
-    "run_now": "moved to ready",
-    "cancel": "cancelled: its worker stops it within a second or two",
-}
+from .job_operations import OPERATIONS, operate
 
 
 @admin.register(Job)
@@ -241,8 +209,6 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="workers that ran it")
     def workers(self, job):
-        from ..models import Process
-
         claim = (
             ClaimedExecution.objects.using(job._state.db).filter(job_id=job.pk).first()
         )
@@ -316,77 +282,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def operate_view(self, request, object_id, operation):
-        return _operate(self, request, object_id, operation)
-
-
-def _operate(modeladmin, request, object_id, operation):
-    """Run one operation on one job, then show the job (or the list if it is gone)."""
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
-    if operation not in OPERATIONS:
-        raise Http404(f"No operation {operation!r}.")
-    codename, states = OPERATIONS[operation]
-    if not can(request, codename):
-        raise PermissionDenied
-    # get_object, not get_object_or_404: an id that is not a number is no job
-    # (a 404), not a ValueError (a 500).
-    job = modeladmin.get_object(request, object_id)
-    if job is None:
-        raise Http404(f"No job with the id {object_id!r}.")
-    if job.state not in states:
-        modeladmin.message_user(
-            request,
-            f"Job {job.pk} is {job.state}: there is nothing to "
-            f"{operation.replace('_', ' ')}.",
-            messages.WARNING,
-        )
-        return HttpResponseRedirect(_job_url(job))
-    model, verb = VERBS[operation, job.state]
-    if operation == "cancel":
-        verb = methodcaller("cancel_all", actions.operator(request))
-    outcome = verb(model.objects.using(job._state.db).filter(job_id=job.pk))
-    if operation == "retry":
-        # Where it went: a retry may be discarded again at once (no free slot).
-        level = messages.WARNING if outcome.discarded else messages.SUCCESS
-        modeladmin.message_user(
-            request, f"Job {job.pk} retried: {outcome.details()}.", level
-        )
-    elif operation == "run_now":
-        _report_run_now(modeladmin, request, job)
-    elif operation == "cancel" and not outcome:
-        modeladmin.message_user(
-            request,
-            f"Job {job.pk} ended before it could be cancelled.",
-            messages.WARNING,
-        )
-    else:
-        modeladmin.message_user(
-            request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS
-        )
-    if operation == "discard":
-        return HttpResponseRedirect(reverse("admin:steady_queue_job_changelist"))
-    return HttpResponseRedirect(_job_url(job))
-
-
-def _report_run_now(modeladmin, request, job):
-    """Say where the job went: a scheduled job keeps to its concurrency limit."""
-    now = modeladmin.get_object(request, str(job.pk))
-    state = now.state if now is not None else "gone"
-    if state in (State.READY, State.RUNNING, State.FINISHED):
-        modeladmin.message_user(
-            request, f"Job {job.pk} {DONE['run_now']}.", messages.SUCCESS
-        )
-        return
-    modeladmin.message_user(
-        request,
-        f"Job {job.pk} was not made ready: it is {state} now, because its "
-        "concurrency key had no free slot.",
-        messages.WARNING,
-    )
-
-
-def _job_url(job):
-    return reverse("admin:steady_queue_job_change", args=[job.pk])
+        return operate(self, request, object_id, operation)
 
 
 def _pretty(value):

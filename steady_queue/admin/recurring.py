@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from ..models import RecurringTask
-from ..recurring.schedule import ScheduleError
+from ..schedules.schedule import ScheduleError
 from .base import ReadOnlyAdmin, can
 
 

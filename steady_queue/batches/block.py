@@ -2,12 +2,14 @@
 
 import json
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from django.db import transaction
 
+from ..backend import steady_queue_backend
 from ..exceptions import BatchEndedError, BatchError, BatchNotFound
+from ..pipeline.open_batch import adding_to
+from ..states.batches import BatchStatus
 from .callbacks import callback_specs
 
 # A batch's metadata is kept on its row and handed to each callback: these
@@ -15,9 +17,6 @@ from .callbacks import callback_specs
 # arguments nest the metadata a few levels down).
 METADATA_MAX_BYTES = 64 * 1024
 METADATA_MAX_DEPTH = 20
-# The batch whose block is running in this thread or coroutine, if any:
-# every job enqueued meanwhile (through a SteadyQueueBackend) joins it.
-_open_batch = ContextVar("steady_queue_open_batch", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +58,11 @@ def batch(
         database,
     )
     metadata = _checked_metadata(metadata)
-    from ..models import Batch
-
-    batches = Batch.objects.using(database)
+    batches = _batches(database)
     with transaction.atomic(using=database):
         opened = batches.open_new(callbacks, metadata, backend)
         block = OpenBatch(opened.pk, database, backend, sized_when_sealed=True)
-        with _adding_to(block):
+        with adding_to(block):
             yield block
         batches.seal(opened.pk)
 
@@ -77,24 +74,20 @@ def add_to_batch(batch_id, *, backend="default"):
     Like batch(), in a transaction. Raises BatchNotFound for an unknown id
     and BatchEndedError (rolling back the block) for a batch that has ended.
     """
-    from ..models import Batch
-
     database = _database_of(backend)
     found = _batch_row(batch_id, database)
     if found.ended_at is not None:
         raise BatchEndedError(found.pk)
     with transaction.atomic(using=database):
-        with _adding_to(OpenBatch(found.pk, database, backend)) as block:
+        with adding_to(OpenBatch(found.pk, database, backend)) as block:
             yield block
         # The row is this block's until it commits: ends of the batch's jobs
         # written beside it meanwhile are added now (or by the next sweep).
-        Batch.objects.using(database).count_deferred_of(found.pk)
+        _batches(database).count_deferred_of(found.pk)
 
 
 def get_batch(batch_id, *, backend="default"):
     """Return the BatchStatus of a batch, from any process."""
-    from .status import BatchStatus
-
     database = _database_of(backend)
     row = _batch_row(batch_id, database)
     if not row.sealed:
@@ -104,41 +97,28 @@ def get_batch(batch_id, *, backend="default"):
     return BatchStatus.of(row)
 
 
-def open_batch():
-    """The OpenBatch whose block is running here, or None."""
-    return _open_batch.get()
+def _batches(database):
+    """Batch.objects on ``database``.
 
+    The model is imported when first used: this module is imported with the
+    steady_queue package, while the apps load and before models can be.
+    """
+    from ..models import Batch
 
-@contextmanager
-def outside_any_batch():
-    """Run a block whose enqueued jobs join no batch (a batch's callbacks)."""
-    with _adding_to(None):
-        yield
-
-
-@contextmanager
-def _adding_to(opened):
-    token = _open_batch.set(opened)
-    try:
-        yield opened
-    finally:
-        _open_batch.reset(token)
+    return Batch.objects.using(database)
 
 
 def _batch_row(batch_id, database):
-    from ..models import Batch
-
+    batches = _batches(database)
     try:
-        return Batch.objects.using(database).get(pk=int(batch_id))
-    except (TypeError, ValueError, Batch.DoesNotExist):
+        return batches.get(pk=int(batch_id))
+    except (TypeError, ValueError, batches.model.DoesNotExist):
         raise BatchNotFound(
             f"No batch with id {batch_id!r} in the database {database!r}."
         ) from None
 
 
 def _database_of(alias):
-    from ..backend import steady_queue_backend
-
     return steady_queue_backend(
         alias,
         BatchError(

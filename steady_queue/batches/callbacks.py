@@ -1,18 +1,12 @@
-"""A batch's callbacks: checked when the batch opens, enqueued when it ends."""
+"""A batch's callbacks, checked when the batch opens (Batch.enqueue_callback
+enqueues them when it ends)."""
 
 import inspect
-import logging
 
-from django.db import transaction
-
+from ..backend import SteadyQueueBackend
 from ..compat import TASK_TYPES
 from ..exceptions import BatchError
-
-logger = logging.getLogger("steady_queue")
-
-# The keyword each callback is called with, and the events that call one.
-ARGUMENT = "batch"
-EVENTS = {"on_finish": "finish", "on_success": "success", "on_failure": "failure"}
+from ..states.batches import ARGUMENT, EVENTS
 
 
 def callback_specs(callbacks, database):
@@ -29,8 +23,6 @@ def callback_specs(callbacks, database):
 
 
 def _spec(name, task, database):
-    from ..backend import SteadyQueueBackend
-
     if not isinstance(task, TASK_TYPES):
         raise BatchError(
             f"{name} must be a task (a function decorated with @task), not {task!r}."
@@ -65,33 +57,3 @@ def _spec(name, task, database):
         "priority": task.priority,
         "backend": task.backend,
     }
-
-
-def enqueue_callback(batch, event):
-    """Enqueue one callback of an ending batch; its result id, or the error.
-
-    In a savepoint, outside any open batch: the callback is not a job of the
-    batch it reports on.
-    """
-    from ..pipeline.loader import load_task
-    from .block import outside_any_batch
-    from .status import BatchStatus
-
-    spec = batch.callbacks[event]
-    try:
-        with outside_any_batch(), transaction.atomic(using=batch._state.db):
-            task = load_task(spec["task_path"]).using(
-                queue_name=spec["queue_name"],
-                priority=spec["priority"],
-                backend=spec["backend"],
-            )
-            argument = BatchStatus.of(batch).as_argument(event)
-            return task.enqueue(**{ARGUMENT: argument}).id
-    except Exception as error:
-        logger.exception(
-            "Could not enqueue the %s callback %s of batch %s",
-            event,
-            spec["task_path"],
-            batch.pk,
-        )
-        return f"error: {type(error).__name__}: {error}"

@@ -5,9 +5,12 @@ error. Unlike the other subcommands it accepts any TASKS backend, so that it
 can say what is wrong with one.
 """
 
+from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connections
 
+from ..backend import steady_queue_databases
+from ..checks import check_backend
 from . import common
 
 NAME = "check"
@@ -19,16 +22,14 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from django.conf import settings
-
-    from ..checks import check_backend
-
     alias = options["backend"]
     backend = common.task_backend(alias)
     silenced = set(settings.SILENCED_SYSTEM_CHECKS)
     messages = [
         message
-        for message in check_backend(backend, databases=list(connections))
+        for message in check_backend(
+            backend, steady_queue_databases(), databases=list(connections)
+        )
         if message.id not in silenced
     ]
     errors = [m for m in messages if m.is_serious()]

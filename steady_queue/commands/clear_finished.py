@@ -17,6 +17,9 @@ from operator import methodcaller
 
 from django.utils import timezone
 
+from ..durations import parse_duration
+from ..models import Batch, FailedExecution, Job, JobTally
+from ..reporting.progress import ProgressBar
 from . import common
 
 NAME = "clear-finished"
@@ -46,8 +49,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..models import Batch, FailedExecution, Job, JobTally
-
     backend = common.steady_queue_backend(options["backend"])
     older_than = options["older_than"]
     if older_than is None:
@@ -113,8 +114,6 @@ def handle(command, options):
 
 
 def _delete_finished(command, jobs, before, queue, batch_size):
-    from ..reporting.progress import ProgressBar
-
     progress = bar = None
     # Counting costs a scan of the finished_at index: only bother when the
     # first batch shows there is more than one batch to delete.
@@ -130,8 +129,6 @@ def _delete_finished(command, jobs, before, queue, batch_size):
 
 def duration(text):
     """Parse an age option into seconds, as argparse wants its errors."""
-    from ..durations import parse_duration
-
     try:
         return parse_duration(text)
     except ValueError as e:

@@ -6,7 +6,14 @@ import sys
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
+from ..backend import SteadyQueueBackend
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
+from ..dialects import database_error_line
+from ..migration_state import MIGRATE_HINT, not_migrated_message
+from ..models import Pause
+from ..models.job.states import execution_models
+from ..reporting.queues import configured_queue_names, queue_overview
+from ..states import State
 
 
 def add_backend_option(parser, suppress=False):
@@ -28,8 +35,6 @@ def task_backend(alias):
 
 def steady_queue_backend(alias):
     """Return TASKS[alias] if it is a steady_queue backend with valid OPTIONS."""
-    from ..backend import SteadyQueueBackend
-
     backend = task_backend(alias)
     if not isinstance(backend, SteadyQueueBackend):
         raise CommandError(
@@ -48,8 +53,6 @@ def require_migrated(backend):
     """Stop with "run migrate" before starting on a database without our tables."""
     from django.db import DatabaseError
 
-    from ..migration_state import MIGRATE_HINT, not_migrated_message
-
     try:
         message = not_migrated_message(backend.database)
     except DatabaseError as error:
@@ -59,12 +62,6 @@ def require_migrated(backend):
         ) from error
     if message is not None:
         raise CommandError(f"{message}\n{MIGRATE_HINT}")
-
-
-def database_error_line(error):
-    """The first line of a database error, with its class: for one-line reports."""
-    first = (str(error).strip().splitlines() or [""])[0]
-    return f"{type(error).__name__}: {first}"
 
 
 def add_job_filters(parser):
@@ -85,8 +82,6 @@ def picked_executions(backend, verb, options, state="failed"):
     """Return the executions of ``state`` the filters pick, of the backend's
     alias alone; refuse to pick by default (``state`` names the table: failed,
     ready, scheduled or blocked)."""
-    from ..states import State, execution_models
-
     if not (options["queue"] or options["task"] or options["id"] or options["all"]):
         raise CommandError(
             f"Say which {state} jobs to {verb}: --queue, --task, --id, or --all."
@@ -116,8 +111,6 @@ def add_queue_argument(parser):
 
 def set_paused(command, options, paused):
     """Pause (or resume) the named queue and say whether that changed anything."""
-    from ..models import Pause
-
     verb = "paused" if paused else "resumed"
     queue = options["queue"]
     if not queue:
@@ -169,8 +162,6 @@ def warn_if_unknown_queue(command, backend, queue):
     A typo in a queue name would otherwise pause nothing, or retry nothing,
     and say nothing about it.
     """
-    from ..reporting.queues import configured_queue_names, queue_overview
-
     known = [
         q["name"]
         for q in queue_overview(backend.database, configured_queue_names(backend))

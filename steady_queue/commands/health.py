@@ -2,6 +2,7 @@
 
 from django.core.management.base import CommandError
 
+from ..reporting.health import check_health
 from . import common
 
 NAME = "health"
@@ -17,8 +18,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..reporting.health import check_health
-
     backend = common.steady_queue_backend(options["backend"])
     health = check_health(backend, this_host=not options["anywhere"])
     for check in health.checks:

@@ -2,6 +2,8 @@
 
 from django.core.management.base import CommandError
 
+from ..models import Batch
+from ..models.batch import callback_error
 from . import common
 
 NAME = "retry-callbacks"
@@ -21,9 +23,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..models import Batch
-    from ..models.batch import callback_error
-
     backend = common.steady_queue_backend(options["backend"])
     if not options["batches"] and not options["all"]:
         raise CommandError(

@@ -12,6 +12,15 @@ from dataclasses import replace
 
 from django.core.management.base import CommandError
 
+from ..compat import FRAMEWORK
+from ..exceptions import DuplicateSupervisorError
+from ..log import formatter_for
+from ..processes.burst import Burst
+from ..processes.child_specs import child_specs
+from ..processes.fork_supervisor import ForkSupervisor
+from ..processes.reloading import run_with_reloading
+from ..processes.signal_handlers import restored_afterwards
+from ..processes.thread_supervisor import ThreadSupervisor
 from . import common
 
 NAME = "start"
@@ -89,8 +98,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from ..processes.signal_handlers import restored_afterwards
-
     # Run in-process (call_command), the caller gets its own handlers back.
     with restored_afterwards():
         return run(command, options)
@@ -98,11 +105,6 @@ def handle(command, options):
 
 def run(command, options):
     """Start what the options ask for, in this process, until it stops."""
-    from ..exceptions import DuplicateSupervisorError
-    from ..processes.fork_supervisor import ForkSupervisor
-    from ..processes.supervisor import child_specs
-    from ..processes.thread_supervisor import ThreadSupervisor
-
     backend = common.steady_queue_backend(options["backend"])
     if options["only_work"] and options["only_dispatch"]:
         raise CommandError("--only-work and --only-dispatch exclude each other.")
@@ -130,9 +132,6 @@ def run(command, options):
 
 def run_reloading(backend, specs, mode):
     """--reload: a thread-mode supervisor, restarted when Python files change."""
-    from ..processes.reloading import run_with_reloading
-    from ..processes.thread_supervisor import ThreadSupervisor
-
     if mode == "fork":
         # Forked children would keep the old code; threads restart with it.
         logging.getLogger("steady_queue").info(
@@ -168,8 +167,6 @@ def with_worker_overrides(config, options):
 
 def run_in_this_process(command, backend, config, options):
     """--once and --max-tasks: run jobs here, without a supervisor, then exit."""
-    from ..processes.burst import Burst
-
     if options["only_dispatch"]:
         raise CommandError(
             "--once and --max-tasks run jobs; they cannot be combined with "
@@ -195,9 +192,6 @@ def run_in_this_process(command, backend, config, options):
 def configure_logging(verbosity, log_format="text"):
     """Show steady_queue's log, and the task framework's failures, on stderr
     in one format, unless the project routes them already."""
-    from ..compat import FRAMEWORK
-    from ..log import formatter_for
-
     ours = logging.getLogger("steady_queue")
     if ours.handlers or logging.getLogger().handlers:
         return

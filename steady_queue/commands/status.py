@@ -10,6 +10,8 @@ import time
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
+from ..dialects import database_error_line
+from ..reporting.status import print_status
 from . import common
 
 NAME = "status"
@@ -52,8 +54,6 @@ def handle(command, options):
 
 def show(command, backend, as_json):
     """Print the status once; a database error is one line, not a traceback."""
-    from ..reporting.status import print_status
-
     try:
         print_status(backend, command.stdout, as_json=as_json)
     except DatabaseError as error:
@@ -61,5 +61,5 @@ def show(command, backend, as_json):
         common.require_migrated(backend)
         raise CommandError(
             f"Cannot read the status from the database {backend.database!r}: "
-            f"{common.database_error_line(error)}"
+            f"{database_error_line(error)}"
         ) from error

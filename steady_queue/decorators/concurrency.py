@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..exceptions import ConcurrencyKeyError
+from ..pipeline.loader import tasks_by_path
 from .task_settings import seconds_setting, setting_decorator, setting_of
 
 ATTRIBUTE = "_steady_queue_concurrency"
@@ -34,17 +35,6 @@ class ConcurrencyLimit:
         something that is not a string, a number or a model instance.
         """
         return key_for_call(self.group, self.key, task, args, kwargs)
-
-    def duration_for(self, backend_name):
-        """How long a slot may be held: this limit's, or the backend's default."""
-        if self.duration is not None:
-            return self.duration
-        from ..conf import options_of_backend
-
-        options = options_of_backend(backend_name)
-        if options is None:  # the job's backend alias was removed from TASKS
-            return DEFAULT_DURATION
-        return timedelta(seconds=options.concurrency_duration)
 
 
 def limits_concurrency(
@@ -83,8 +73,6 @@ def limits_by_job(jobs):
     through (None): the worker fails it with TaskNotFoundError without calling
     anything.
     """
-    from ..pipeline.loader import tasks_by_path
-
     tasks = tasks_by_path({job.task_path for job in jobs if job.concurrency_key})
     limits = {path: limit_of(task) for path, task in tasks.items() if task}
     return {job.pk: limits.get(job.task_path) for job in jobs}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -151,41 +150,16 @@ def policy_of(task):
     return setting_of(task, ATTRIBUTE)
 
 
-def policy_for(task, backend_name):
-    """The policy a failed run is judged by: its task's, else its backend's.
+def policy_for(task, default):
+    """The policy a failed run is judged by: its task's, else ``default``
+    (its backend's OPTIONS["retry"], or None for no retries).
 
     ``task`` is None for a job whose task could not be loaded: there is
     nothing to run again.
     """
     if task is None:
         return NO_RETRIES
-    policy = policy_of(task)
-    if policy is not None:
-        return policy
-    from ..conf import options_of_backend
-
-    options = options_of_backend(backend_name)
-    if options is None:  # the job's backend alias was removed from TASKS
-        return NO_RETRIES
-    return options.retry or NO_RETRIES
-
-
-def exception_class_of(error):
-    """The class an error payload names, or None if it is not loaded.
-
-    A payload is row data: its path is looked up among the modules this
-    process has already imported, never imported (that would run a module's
-    top-level code on a row's say-so). The class of an error raised here is
-    always loaded already.
-    """
-    try:
-        module_path, _, name = error["exception_class_path"].rpartition(".")
-    except (KeyError, TypeError, AttributeError):
-        return None
-    found = sys.modules.get(module_path)
-    for part in name.split("."):
-        found = getattr(found, part, None)
-    return found if isinstance(found, type) else None
+    return policy_of(task) or default or NO_RETRIES
 
 
 def _attempts(attempts):

@@ -1,5 +1,6 @@
 """@timeout(seconds): how long one run of a task may take before it is stopped."""
 
+from ..exceptions import TaskTimeoutError, error_payload, timeout_message
 from .task_settings import seconds_setting, setting_decorator, setting_of
 
 ATTRIBUTE = "steady_queue_timeout"
@@ -25,15 +26,6 @@ def _seconds(value):
     return seconds_setting(value, "@timeout(seconds)", allow_none=True)
 
 
-def timeout_message(task_path, seconds, how):
-    """Say that a run of ``task_path`` overran its timeout and what was done."""
-    return (
-        f"The task {task_path!r} ran longer than its {seconds:g} s timeout and "
-        f"{how}. Make it faster, or give it more time with @timeout(seconds) or "
-        "the backend's 'timeout' option."
-    )
-
-
 def overrun_error(task_path, seconds, stack, stopped=True):
     """A TaskError-shaped payload for a sync run its worker's sentinel ended.
 
@@ -41,8 +33,6 @@ def overrun_error(task_path, seconds, stack, stopped=True):
     runs on (thread mode). ``stack`` is the formatted stack of the thread that
     ran it, so the error shows where the task was when its time ran out.
     """
-    from ..exceptions import TaskTimeoutError, error_payload
-
     how = (
         "was stopped by replacing its worker"
         if stopped

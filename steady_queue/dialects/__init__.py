@@ -86,3 +86,9 @@ __all__ = [
     "refuses_the_row",
     "retrying_lock_conflicts",
 ]
+
+
+def database_error_line(error):
+    """The first line of a database error, with its class: for one-line reports."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"

@@ -22,7 +22,14 @@ from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
+from ..exceptions import BatchEndedError
+from ..pipeline.loader import load_task
+from ..pipeline.open_batch import outside_any_batch
+from ..states.batches import ARGUMENT, BatchState, BatchStatus
 from .base import QueueQuerySet
+from .batch_ending import BatchEnding
 from .fields import RowJSONField
 
 logger = logging.getLogger("steady_queue")
@@ -72,8 +79,6 @@ class BatchQuerySet(QueueQuerySet):
         A batch that has ended takes no more jobs: raises BatchEndedError,
         and the caller's transaction must roll back what it wrote.
         """
-        from ..exceptions import BatchEndedError
-
         for batch_id, count in sorted(counts.items()):
             added = self.filter(pk=batch_id, ended_at=None).update(
                 size=F("size") + count
@@ -110,8 +115,6 @@ class BatchQuerySet(QueueQuerySet):
         )
         busy = {batch_id: counts.pop(batch_id) for batch_id in set(counts) - free}
         if busy:
-            from .batch_ending import BatchEnding
-
             BatchEnding.objects.using(self.db).defer_all(busy)
         self._add_endings(counts)
 
@@ -137,8 +140,6 @@ class BatchQuerySet(QueueQuerySet):
     def count_deferred(self, limit=100):
         """Add the job ends written beside busy batch rows (BatchEnding) to
         the batches whose rows are free now; return how many batches."""
-        from .batch_ending import BatchEnding
-
         batch_ids = BatchEnding.objects.using(self.db).batch_ids(limit)
         return sum(self.count_deferred_of(batch_id) for batch_id in batch_ids)
 
@@ -149,8 +150,6 @@ class BatchQuerySet(QueueQuerySet):
         One transaction takes the endings and adds them, so each is counted
         exactly once; if that makes the batch done, it ends in it.
         """
-        from .batch_ending import BatchEnding
-
         with transaction.atomic(using=self.db):
             row = self.filter(pk=batch_id)
             if row.exists() and not row.skip_locked().values_list("pk"):
@@ -224,8 +223,6 @@ class BatchQuerySet(QueueQuerySet):
     def in_state(self, state):
         """The batches BatchStatus.of() puts in ``state`` (a BatchState),
         asked in SQL so that thousands are filtered by the database."""
-        from ..batches.status import BatchState
-
         ended = Q(sealed=True, ended_at__isnull=False)
         conditions = {
             BatchState.OPEN: Q(sealed=False),
@@ -237,8 +234,6 @@ class BatchQuerySet(QueueQuerySet):
 
     def running(self):
         """Batches whose block has committed and whose jobs have not all ended."""
-        from ..batches.status import BatchState
-
         return self.in_state(BatchState.RUNNING)
 
     def ended_since(self, moment):
@@ -291,9 +286,7 @@ class Batch(models.Model):
     @staticmethod
     def job_rows_of(batch_id, database):
         """The job rows that name a batch (those not cleared yet)."""
-        from .job import Job
-
-        return Job.objects.using(database).filter(batch_id=batch_id)
+        return models_package.Job.objects.using(database).filter(batch_id=batch_id)
 
     @property
     def pending(self):
@@ -315,16 +308,40 @@ class Batch(models.Model):
     def retry_failed_callbacks(self):
         """Enqueue those callbacks again (caller's transaction, row locked);
         return {event: new result}."""
-        from ..batches.callbacks import enqueue_callback
-
         results = {
-            event: enqueue_callback(self, event) for event in self.failed_callbacks()
+            event: self.enqueue_callback(event) for event in self.failed_callbacks()
         }
         self.callback_results.update(results)
         type(self).objects.using(self._state.db).filter(pk=self.pk).update(
             callback_results=self.callback_results
         )
         return results
+
+    def enqueue_callback(self, event):
+        """Enqueue this ending batch's callback for ``event``; its result id,
+        or the error.
+
+        In a savepoint, outside any open batch: the callback is not a job of
+        the batch it reports on.
+        """
+        spec = self.callbacks[event]
+        try:
+            with outside_any_batch(), transaction.atomic(using=self._state.db):
+                task = load_task(spec["task_path"]).using(
+                    queue_name=spec["queue_name"],
+                    priority=spec["priority"],
+                    backend=spec["backend"],
+                )
+                argument = BatchStatus.of(self).as_argument(event)
+                return task.enqueue(**{ARGUMENT: argument}).id
+        except Exception as error:
+            logger.exception(
+                "Could not enqueue the %s callback %s of batch %s",
+                event,
+                spec["task_path"],
+                self.pk,
+            )
+            return f"error: {type(error).__name__}: {error}"
 
     def end(self):
         """Stamp this batch ended and enqueue its callbacks (caller's transaction).
@@ -333,13 +350,11 @@ class Batch(models.Model):
         (its task was removed, its arguments refused) is logged and recorded
         on the batch, and neither undoes the jobs' outcomes nor the others.
         """
-        from ..batches.callbacks import enqueue_callback
-
         self.ended_at = timezone.now()
         events = ["finish", "success" if self.succeeded else "failure"]
         for event in events:
             if event in self.callbacks:
-                self.callback_results[event] = enqueue_callback(self, event)
+                self.callback_results[event] = self.enqueue_callback(event)
         type(self).objects.using(self._state.db).filter(pk=self.pk).update(
             ended_at=self.ended_at, callback_results=self.callback_results
         )

@@ -4,7 +4,13 @@ from django.db import models, transaction
 from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
+from .. import models as models_package
+from ..decorators.concurrency import limits_by_job
 from .execution import Execution, ExecutionQuerySet
+from .ready_execution import ReadyExecution
+
+# The models that import this module, read through their package when called.
+from .semaphore import Semaphore, slot_duration
 
 
 class BlockedExecutionQuerySet(ExecutionQuerySet):
@@ -36,11 +42,6 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         Runs in the caller's transaction, after it gave the slots back; returns
         the jobs made ready, highest priority first per key.
         """
-        from ..decorators.concurrency import limits_by_job
-        from .job import Job
-        from .ready_execution import ReadyExecution
-        from .semaphore import Semaphore
-
         now = now or timezone.now()
         semaphores = Semaphore.objects.using(self.db)
         released = []
@@ -56,7 +57,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
                 )
                 if job_id is None:
                     break
-                job = Job.objects.using(self.db).get(pk=job_id)
+                job = models_package.Job.objects.using(self.db).get(pk=job_id)
                 limit = limits_by_job([job])[job.pk]
                 if not semaphores.take_slot_for(job, limit, now):
                     break  # no free slot: the job stays blocked, and so do the rest
@@ -76,8 +77,6 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         in the query: however many busy keys there are, they cannot crowd a
         key whose holder leaked out of a batch.
         """
-        from .semaphore import Semaphore
-
         held = Semaphore.objects.filter(key=OuterRef("concurrency_key"), value__lte=0)
         return (
             self.expired(now)
@@ -124,17 +123,11 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         Its finish then gives back exactly the slot it took, and the runs after
         it still keep to the limit.
         """
-        from .job import Job
-        from .ready_execution import ReadyExecution
-        from .semaphore import Semaphore
-
         now = timezone.now()
         semaphores = Semaphore.objects.using(self.db)
-        from ..decorators.concurrency import limits_by_job
-
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
+            jobs = list(models_package.Job.objects.using(self.db).filter(pk__in=ids))
             limits = limits_by_job(jobs)
             # Sorted by key: semaphores are locked in the order every other
             # transaction locks them, so this cannot deadlock with theirs.
@@ -144,7 +137,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
                     semaphores.acquire_past_limit(
                         job.concurrency_key,
                         limit.to,
-                        limit.duration_for(job.backend_name),
+                        slot_duration(limit, job.backend_name),
                         now,
                     )
             ReadyExecution.objects.using(self.db).create_all_for(jobs, now)

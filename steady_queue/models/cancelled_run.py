@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils import timezone
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
 from .base import QueueQuerySet
 
 
@@ -40,12 +42,10 @@ class CancelledRunQuerySet(QueueQuerySet):
         Runs in the caller's transaction, as a finish does: the next blocked
         jobs of their keys are made ready in it.
         """
-        from .claimed_execution import ClaimedExecution
-
         # The pk first: MySQL's delete_returning deletes the rows it read by it.
         keys = [key for _, key in self.delete_returning(["id", "concurrency_key"])]
         if keys:
-            ClaimedExecution.objects.using(self.db).release_keys(keys)
+            models_package.ClaimedExecution.objects.using(self.db).release_keys(keys)
         return len(keys)
 
 

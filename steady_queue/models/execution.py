@@ -3,7 +3,10 @@
 from django.db import models, transaction
 from django.db.models import Count, Min
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
 from .base import QueueQuerySet
+from .batch import Batch
 
 # How many jobs one operator action (retry, discard, run now) moves per transaction.
 OPERATOR_BATCH_SIZE = 1000
@@ -48,11 +51,9 @@ class ExecutionQuerySet(QueueQuerySet):
 
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""
-        from .job import Job
-
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
             self.count_discarded_in_batches(jobs)
             jobs.delete_rows()
         return ids
@@ -62,8 +63,6 @@ class ExecutionQuerySet(QueueQuerySet):
 
         A failed job ended when it failed: discarding it changes no count.
         """
-        from .batch import Batch
-
         if self.model.discarding_ends_the_job:
             in_batches = list(jobs.exclude(batch=None).only("pk", "batch_id"))
             Batch.objects.using(self.db).count_ended(discarded=in_batches)

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
+from .batch import Batch
+from .blocked_execution import BlockedExecution
 from .execution import Execution, ExecutionQuerySet
+from .ready_execution import ReadyExecution
+from .scheduled_execution import ScheduledExecution
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,20 +105,21 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         Returns a RetryOutcome: which jobs went ready, scheduled or blocked,
         and which were discarded again at once for want of a concurrency slot.
         """
-        from .batch import Batch
-        from .job import Job
-
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             # In id order: when a concurrency key has fewer free slots than
             # retried jobs, the oldest jobs take them.
-            jobs = list(Job.objects.using(self.db).filter(pk__in=ids).order_by("pk"))
+            jobs = list(
+                models_package.Job.objects.using(self.db)
+                .filter(pk__in=ids)
+                .order_by("pk")
+            )
             for job in jobs:
                 job.finished_at = None
-            Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
+            models_package.Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
             # Pending again in their batches, before dispatch_all takes slots.
             Batch.objects.using(self.db).count_retried(jobs)
-            Job.objects.using(self.db).dispatch_all(jobs)
+            models_package.Job.objects.using(self.db).dispatch_all(jobs)
             # Read back inside the transaction: where dispatch_all put each job.
             return self._where_they_went(jobs)
 
@@ -128,10 +135,6 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         return sum(outcomes, RetryOutcome())
 
     def _where_they_went(self, jobs):
-        from .blocked_execution import BlockedExecution
-        from .ready_execution import ReadyExecution
-        from .scheduled_execution import ScheduledExecution
-
         ids = [job.pk for job in jobs]
 
         def in_table(model):

@@ -6,8 +6,11 @@ from datetime import timedelta
 
 from django.db import models, transaction
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
 from ..exceptions import ProcessPrunedError, error_payload
 from .base import QueueQuerySet
+from .cancelled_run import CancelledRun
 
 
 class ProcessQuerySet(QueueQuerySet):
@@ -51,10 +54,8 @@ class ProcessQuerySet(QueueQuerySet):
 
     def running_jobs(self):
         """Return {process id: [(job id, task path, claimed at), ...]}."""
-        from .claimed_execution import ClaimedExecution
-
         claims = (
-            ClaimedExecution.objects.using(self.db)
+            models_package.ClaimedExecution.objects.using(self.db)
             .filter(process_id__in=self.values("pk"))
             .order_by("created_at", "job_id")
             .values_list("process_id", "job_id", "job__task_path", "created_at")
@@ -136,14 +137,12 @@ class Process(models.Model):
         return updated == 1
 
     def claims(self):
-        from .claimed_execution import ClaimedExecution
-
-        return ClaimedExecution.objects.using(self._state.db).held_by(self.pk)
+        return models_package.ClaimedExecution.objects.using(self._state.db).held_by(
+            self.pk
+        )
 
     def cancelled_runs(self, job_ids=None):
         """Runs of cancelled jobs this process may still be making."""
-        from .cancelled_run import CancelledRun
-
         return CancelledRun.objects.using(self._state.db).of(self.pk, job_ids)
 
     def still_holds(self, job_ids):
@@ -155,8 +154,6 @@ class Process(models.Model):
         """Fail the overrun jobs ({job id: error}), then deregister, failing the
         rest of the claims with ``others_error``. Return (ids failed as
         overrun, ids failed with others_error)."""
-        from .claimed_execution import ClaimedExecution
-
         db = self._state.db
         rows = type(self).objects.using(db).filter(pk=self.pk)
         with transaction.atomic(using=db):
@@ -164,7 +161,7 @@ class Process(models.Model):
             # order, no deadlock; and if it is gone, its claims were resolved.
             if not rows.select_for_update().values_list("pk", flat=True):
                 return [], []
-            failed = ClaimedExecution.objects.using(db).fail_overrun(
+            failed = models_package.ClaimedExecution.objects.using(db).fail_overrun(
                 self.pk, errors, self.name
             )
             others = self.deregister(claims_error=others_error)

@@ -4,8 +4,11 @@ from django.db import models, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from .claimed_execution import Claim
+# The models that import this module, read through their package when called.
+from .. import models as models_package
+from .claimed_execution import Claim, ClaimedExecution
 from .execution import Execution, ExecutionQuerySet
+from .process import Process
 
 # Claim on PostgreSQL in one round trip, without BEGIN/COMMIT: pick rows with
 # SKIP LOCKED, move them to claimed, and return the claimed jobs in claim order.
@@ -78,12 +81,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         slot is given back (and the next blocked job released) in the same
         transaction, or it would stay taken until the semaphore expires.
         """
-        from .claimed_execution import ClaimedExecution
-        from .job import Job
-
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = Job.objects.using(self.db).filter(pk__in=ids)
+            jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
             limited = list(jobs.exclude(concurrency_key=None).only("concurrency_key"))
             self.count_discarded_in_batches(jobs)
             jobs.delete_rows()
@@ -147,17 +147,14 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         return cache[key]
 
     def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
-        from .job import Job
-
-        sql = CLAIM_SQL.format(pick=pick_sql, job_columns=Job.select_columns("job"))
-        jobs = Job.objects.using(self.db)
+        sql = CLAIM_SQL.format(
+            pick=pick_sql, job_columns=models_package.Job.select_columns("job")
+        )
+        jobs = models_package.Job.objects.using(self.db)
         rows = jobs.run_prepared(sql, [process_id, *pick_params, process_id, now])
         return [Claim(job, now) for job in jobs.instances_from_rows(rows)]
 
     def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
-        from .claimed_execution import ClaimedExecution
-        from .job import Job
-
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
         with transaction.atomic(using=self.db), self.connection.cursor() as cursor:
@@ -171,7 +168,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 transaction.set_rollback(True, using=self.db)
                 return []
             ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
-        jobs = Job.objects.using(self.db)
+        jobs = models_package.Job.objects.using(self.db)
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
         # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
         found.sort(key=lambda job: (-job.priority, job.pk))
@@ -184,8 +181,6 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         first) wait for this claim, then resolve it with the others. SQLite
         serialises writers, so its plain read is enough.
         """
-        from .process import Process
-
         quote = self.connection.ops.quote_name
         lock = self.dialect.share_lock_clause
         cursor.execute(

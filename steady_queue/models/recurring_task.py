@@ -9,9 +9,10 @@ from django.utils import timezone
 from ..exceptions import RecurringTaskError
 from ..pipeline.arguments import decode_arguments, serialize_arguments
 from ..pipeline.loader import load_task
-from ..recurring.schedule import Schedule
-from ..recurring.specs import MISSED_POLICIES
+from ..schedules.schedule import Schedule
+from ..schedules.specs import MISSED_POLICIES
 from .base import QueueQuerySet
+from .recurring_execution import RecurringExecution
 
 # The columns a declaration sets; upserting a task rewrites exactly these.
 DECLARED_FIELDS = (
@@ -31,8 +32,6 @@ DECLARED_FIELDS = (
 class RecurringTaskQuerySet(QueueQuerySet):
     def with_last_run_at(self):
         """Annotate each task with the run time of its latest recorded tick."""
-        from .recurring_execution import RecurringExecution
-
         latest = RecurringExecution.objects.filter(task_key=OuterRef("key"))
         return self.annotate(
             last_run_at=Subquery(latest.order_by("-run_at").values("run_at")[:1])
@@ -171,8 +170,6 @@ class RecurringTask(models.Model):
         of the same (key, run_at) waits for ours, then fails, and its whole
         transaction rolls back, so each tick has exactly one job.
         """
-        from .recurring_execution import RecurringExecution
-
         task = self.task().using(run_after=run_at)
         executions = RecurringExecution.objects.using(self._state.db)
         try:
@@ -197,7 +194,5 @@ class RecurringTask(models.Model):
         return decode_arguments(self.arguments, load_rows=False)
 
     def last_run_at(self):
-        from .recurring_execution import RecurringExecution
-
         executions = RecurringExecution.objects.using(self._state.db or "default")
         return executions.last_run_times([self.key]).get(self.key)

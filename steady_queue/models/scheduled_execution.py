@@ -3,7 +3,10 @@
 from django.db import models, transaction
 from django.utils import timezone
 
+# The models that import this module, read through their package when called.
+from .. import models as models_package
 from .execution import Execution, ExecutionQuerySet
+from .ready_execution import ReadyExecution
 
 
 class ScheduledExecutionQuerySet(ExecutionQuerySet):
@@ -53,9 +56,6 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
         Jobs with a concurrency key take a slot now, or are blocked (or
         discarded) as they would have been if enqueued at this moment.
         """
-        from .job import Job
-        from .ready_execution import ReadyExecution
-
         now = timezone.now()
         with transaction.atomic(using=self.db):
             rows = self.due(now).pop_batch(
@@ -65,7 +65,9 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                 return 0
             # Every alias's due jobs: each ready row is stamped with the alias
             # its job was enqueued through, whose workers alone claim it.
-            jobs = Job.objects.using(self.db).filter(pk__in=[row[0] for row in rows])
+            jobs = models_package.Job.objects.using(self.db).filter(
+                pk__in=[row[0] for row in rows]
+            )
             found = list(jobs.values_list("pk", "backend_name", "concurrency_key"))
             backends = {pk: backend_name for pk, backend_name, _ in found}
             limited_ids = {pk for pk, _, key in found if key is not None}
@@ -79,7 +81,7 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
             )
             if limited_ids:
                 limited = list(jobs.filter(pk__in=limited_ids))
-                Job.objects.using(self.db).dispatch_all(limited, now)
+                models_package.Job.objects.using(self.db).dispatch_all(limited, now)
         return len(rows)
 
     def make_ready_now(self):
@@ -89,12 +91,10 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
         time: a limited job takes a free slot, or is blocked (or discarded)
         when none is free. Only a blocked job's "run now" forces past a limit.
         """
-        from .job import Job
-
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = list(Job.objects.using(self.db).filter(pk__in=ids))
-            Job.objects.using(self.db).dispatch_all(jobs, timezone.now())
+            jobs = list(models_package.Job.objects.using(self.db).filter(pk__in=ids))
+            models_package.Job.objects.using(self.db).dispatch_all(jobs, timezone.now())
         return ids
 
 

@@ -1,13 +1,27 @@
 """Semaphore: the free slots of one concurrency key."""
 
 from collections import Counter
+from datetime import timedelta
 
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
 
+from ..conf import options_of_backend
+from ..decorators.concurrency import DEFAULT_DURATION
 from .base import QueueQuerySet
+
+
+def slot_duration(limit, backend_name):
+    """How long a slot taken under ``limit`` may be held if its holder dies:
+    the limit's own duration, else its backend's 'concurrency_duration'."""
+    if limit.duration is not None:
+        return limit.duration
+    options = options_of_backend(backend_name)
+    if options is None:  # the job's backend alias was removed from TASKS
+        return DEFAULT_DURATION
+    return timedelta(seconds=options.concurrency_duration)
 
 
 class SemaphoreQuerySet(QueueQuerySet):
@@ -41,7 +55,7 @@ class SemaphoreQuerySet(QueueQuerySet):
         """
         if limit is None or not job.concurrency_key:
             return True
-        duration = limit.duration_for(job.backend_name)
+        duration = slot_duration(limit, job.backend_name)
         return self.acquire(job.concurrency_key, limit.to, duration, now)
 
     def acquire_past_limit(self, key, limit, duration, now=None):

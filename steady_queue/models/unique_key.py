@@ -4,6 +4,9 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef
 
 from .base import QueueQuerySet
+from .blocked_execution import BlockedExecution
+from .ready_execution import ReadyExecution
+from .scheduled_execution import ScheduledExecution
 
 
 class UniqueKeyQuerySet(QueueQuerySet):
@@ -25,10 +28,6 @@ class UniqueKeyQuerySet(QueueQuerySet):
 
     def pending_job(self, job_id):
         """Whether a job is waiting to start: ready, scheduled or blocked."""
-        from .blocked_execution import BlockedExecution
-        from .ready_execution import ReadyExecution
-        from .scheduled_execution import ScheduledExecution
-
         return any(
             model.objects.using(self.db).filter(job_id=job_id).exists()
             for model in (ReadyExecution, ScheduledExecution, BlockedExecution)
@@ -36,10 +35,6 @@ class UniqueKeyQuerySet(QueueQuerySet):
 
     def stale(self):
         """Keys whose job is no longer pending (it started, or was deleted)."""
-        from .blocked_execution import BlockedExecution
-        from .ready_execution import ReadyExecution
-        from .scheduled_execution import ScheduledExecution
-
         queryset = self
         for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
             queryset = queryset.exclude(

@@ -1,6 +1,7 @@
-"""A job's path through a worker: arguments in, task loaded, run, outcome out.
+"""A call's path from enqueue to outcome, with no model in it.
 
-arguments encodes and decodes what a call carries; loader finds the task a row
-names; queue_selector orders the queues a worker claims from; runner calls the
-task; outcome checks what it produced; results builds TaskResults from rows.
+arguments encodes and decodes what a call carries (signing signs model
+references); loader finds the task a row names; open_batch is the batch an
+enqueue joins; runner calls the task; outcome checks what it produced; results
+builds TaskResults from rows.
 """

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..compat import normalize_json
-from ..exceptions import ResultNotStorableError
+from ..exceptions import ResultNotStorableError, exception_class_of
 
 # A return value is kept in the job row; bigger ones are refused (the job fails)
 # rather than risking a write the database refuses (MariaDB's max_allowed_packet
@@ -52,8 +52,6 @@ class Outcome:
             return type(self.exception)
         if self.error is None:
             return None
-        from ..decorators.retries import exception_class_of
-
         return exception_class_of(self.error)
 
     def apply_to(self, job):

@@ -1,7 +1,6 @@
 """Builds TaskResults from job rows: the one place a result is put together."""
 
 from ..compat import TaskError, TaskResult, TaskResultStatus
-from ..states import observe
 from .arguments import json_arguments
 
 
@@ -17,7 +16,7 @@ def build_result(
     """Return the TaskResult for a job row as it stands, or as the caller knows it.
 
     Without ``status``, the job's state is observed from the tables (or from
-    states.with_state()'s annotations, if the row was loaded with them), so a
+    models.job.states.with_state()'s annotations, if the row was loaded with them), so a
     result never depends on how its row was loaded. A caller that knows
     better (the worker running the job) passes ``status`` and ``claimed_at``.
     Its args and kwargs are JSON values (pipeline.arguments.json_arguments):
@@ -25,7 +24,7 @@ def build_result(
     code that stores them as JSON. Only the task's call gets rebuilt values.
     """
     if status is None:
-        observed = observe(job)
+        observed = job.observed_state()
         status, claimed_at = observed.status, observed.claimed_at
         if worker_ids is None and observed.claimed_by:
             worker_ids = [*job.worker_ids, observed.claimed_by]

@@ -14,8 +14,7 @@ from ..compat import (
     task_finished,
     task_started,
 )
-from ..decorators.timeouts import timeout_message
-from ..exceptions import TaskNotFoundError, TaskTimeoutError
+from ..exceptions import TaskNotFoundError, TaskTimeoutError, timeout_message
 from .arguments import TAGGED, decode_arguments
 from .outcome import Outcome, storable_return_value, storable_text
 from .results import build_result

@@ -6,6 +6,7 @@ import signal
 import threading
 
 from .. import signals
+from ..models import Process
 from .db import DatabaseGuard, close_quietly
 from .heartbeat import Heartbeat
 from .hooks import send_hook
@@ -105,7 +106,6 @@ class Runnable(Interruptible):
 
     def try_register(self):
         """Insert this process's row once; return whether it worked."""
-        from ..models import Process
 
         def insert():
             return Process.objects.using(self.database).register(

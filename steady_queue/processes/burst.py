@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import replace
 
+from ..models import ScheduledExecution
 from .db import close_quietly
 from .dispatcher import Dispatcher
 from .interruptible import Interruptible
@@ -146,8 +147,6 @@ class Burst(Interruptible):
     def dispatch_due(self):
         """Make every scheduled job that is due (or, with ``run_scheduled``,
         every one) ready; return how many moved."""
-        from ..models import ScheduledExecution
-
         scheduled = ScheduledExecution.objects.using(self.backend.database)
         if self.run_scheduled:
             # Every scheduled job, due or not, through its concurrency limit.

@@ -3,6 +3,7 @@
 import logging
 import time
 
+from ..models import Batch, BlockedExecution, ScheduledExecution, Semaphore, UniqueKey
 from .poller import Poller
 
 logger = logging.getLogger("steady_queue")
@@ -34,8 +35,6 @@ class Dispatcher(Poller):
         }
 
     def poll(self):
-        from ..models import Batch, ScheduledExecution
-
         if time.monotonic() >= self.next_maintenance_at:
             self.maintain_concurrency()
         # Ends of batch jobs whose batch row was busy when they were recorded.
@@ -48,8 +47,6 @@ class Dispatcher(Poller):
     def maintain_concurrency(self):
         """Expire abandoned semaphores, release the jobs blocked on them, and
         forget the unique keys of started jobs."""
-        from ..models import BlockedExecution, Semaphore, UniqueKey
-
         semaphores = Semaphore.objects.using(self.database)
         # Expiry times are compared by the database's clock: one this host's
         # clock running ahead would expire slots that are still held.

@@ -8,8 +8,8 @@ import sys
 import time
 from functools import partial
 
-from ..decorators.timeouts import timeout_message
-from ..exceptions import TaskTimeoutError, error_payload
+from ..exceptions import TaskTimeoutError, error_payload, timeout_message
+from ..models import Process
 from .base import HANDLED_SIGNALS
 from .db import close_quietly
 from .sentinel import WatchedDeadlines, deadline_pipe
@@ -183,8 +183,6 @@ class ForkSupervisor(Supervisor):
         Other supervisors never prune our children (we reap the dead), so a
         stopped or hung child would keep its claims for ever unless judged here.
         """
-        from ..models import Process
-
         threshold = self.options.process_alive_threshold
         pids = {c.name: pid for pid, c in self.children.items() if not c.killed_because}
         quiet = Process.objects.using(self.database).named(pids).gone_quiet(threshold)
@@ -234,8 +232,6 @@ class ForkSupervisor(Supervisor):
                 self.kill_for_overrun(pid, overrun)
 
     def overrun_by(self, child):
-        from ..models import Process
-
         row = Process.objects.using(self.database).filter(name=child.name).first()
         return self.overdue_jobs_held(child, row, grace=OUTSIDE_GRACE)
 

@@ -2,6 +2,8 @@
 
 import logging
 
+from .. import signals
+
 logger = logging.getLogger("steady_queue")
 
 
@@ -22,8 +24,6 @@ def send_hook(signal, sender, **kwargs):
 
 
 def _signal_name(signal):
-    from .. import signals
-
     for name, value in vars(signals).items():
         if value is signal:
             return name

@@ -3,13 +3,12 @@ count the batch job ends left for later."""
 
 from .. import signals
 from ..exceptions import ProcessMissingError, error_payload
+from ..models import Batch, ClaimedExecution, Process
 from .hooks import send_hook
 
 
 def prune_dead_processes(owner):
     """Deregister processes whose heartbeat expired, failing their claims."""
-    from ..models import Process
-
     dead = (
         Process.objects.using(owner.database)
         .prunable(owner.options.process_alive_threshold)
@@ -37,8 +36,6 @@ def prune_dead_processes(owner):
 
 def fail_orphaned_claims(owner):
     """Fail claims whose process row no longer exists (its process is gone)."""
-    from ..models import ClaimedExecution
-
     jobs = (
         ClaimedExecution.objects.using(owner.database)
         .orphaned()
@@ -65,6 +62,4 @@ def fail_orphaned_claims(owner):
 def count_deferred_batch_endings(owner):
     """Count the job ends left beside busy batch rows (a dispatcher does this
     every poll; this covers a deployment without one)."""
-    from ..models import Batch
-
     return Batch.objects.using(owner.database).count_deferred()

@@ -8,10 +8,11 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from .. import signals
-from ..recurring.plan import TaskPlan
-from ..recurring.schedule import ScheduleError
-from ..recurring.specs import static_specs
-from ..recurring.validation import problems
+from ..models import RecurringExecution, RecurringTask
+from ..schedules.plan import TaskPlan
+from ..schedules.schedule import ScheduleError
+from ..schedules.specs import static_specs
+from ..schedules.validation import problems
 from .hooks import send_hook
 from .poller import Poller
 
@@ -65,8 +66,6 @@ class Scheduler(Poller):
 
     def store_static_tasks(self):
         """Upsert the tasks declared in code and settings; drop stale ones."""
-        from ..models import RecurringTask
-
         valid = {}
         for spec in static_specs(self.options):
             found = problems(spec)
@@ -88,8 +87,6 @@ class Scheduler(Poller):
 
         Ticks are planned from ``now`` (default: the current time) on.
         """
-        from ..models import RecurringExecution, RecurringTask
-
         rows = list(
             RecurringTask.objects.using(self.database).for_scheduler(
                 self.backend.alias, dynamic=self.config.dynamic_tasks
@@ -182,8 +179,6 @@ class Scheduler(Poller):
         return result
 
     def clear_old_ticks(self):
-        from ..models import RecurringExecution
-
         age = max(self.options.clear_finished_jobs_after, MIN_TICK_AGE)
         cutoff = timezone.now() - timedelta(seconds=age)
         RecurringExecution.objects.using(self.database).clear_before(cutoff)

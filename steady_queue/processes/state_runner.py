@@ -23,6 +23,12 @@ from dataclasses import dataclass
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
+from ..statemachines.models import (
+    rows_of,
+    runnable_models,
+    states_without_handlers,
+    timeouts_not_under_lease,
+)
 from .poller import Poller
 from .pool import Pool
 from .sentinel import Deadlines
@@ -97,8 +103,6 @@ class StateRunner(Poller):
         }
 
     def boot(self):
-        from ..statemachines.models import runnable_models, states_without_handlers
-
         self.models = runnable_models(self.config.models)
         self.refuse_timeouts_over_lease()
         for model, state in states_without_handlers(self.models):
@@ -116,8 +120,6 @@ class StateRunner(Poller):
     def refuse_timeouts_over_lease(self):
         """Raise ImproperlyConfigured, naming them, if any state's timeout is
         not below this runner's lease."""
-        from ..statemachines.models import timeouts_not_under_lease
-
         lease = self.config.lease
         over = timeouts_not_under_lease(self.models, lease)
         if over:
@@ -160,8 +162,6 @@ class StateRunner(Poller):
         (a hung handler's was recorded as failed), but a second run beside the
         first would only make things worse.
         """
-        from ..statemachines.models import rows_of
-
         running = [run.row.pk for run in self.running.values() if run.model is model]
         rows, lease = rows_of(model).lease_due(
             limit, self.config.lease, excluding=running
@@ -221,8 +221,6 @@ class StateRunner(Poller):
 
     def record_outcomes(self):
         """Write the outcomes that came in: one call per model and lease."""
-        from ..statemachines.models import rows_of
-
         while self.outcomes:
             run, state = self.outcomes.popleft()
             self.running.pop(run.pk, None)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from .. import signals
 from ..exceptions import ProcessExitError, error_payload
-from ..recurring.specs import scheduler_is_needed
+from ..models import Process
 from .base import Runnable
-from .dispatcher import Dispatcher
+from .child_specs import ChildSpec
 from .hooks import send_hook
 from .maintenance import (
     count_deferred_batch_endings,
@@ -16,9 +16,6 @@ from .maintenance import (
     prune_dead_processes,
 )
 from .pidfile import Pidfile
-from .scheduler import Scheduler
-from .state_runner import StateRunner
-from .worker import Worker
 
 logger = logging.getLogger("steady_queue")
 
@@ -29,51 +26,6 @@ MAX_RESTART_DELAY = 30.0
 # Time given to children past shutdown_timeout to hand back claims and exit.
 SHUTDOWN_GRACE = 3.0
 SUPERVISE_INTERVAL = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ChildSpec:
-    """One process the supervisor keeps running."""
-
-    kind: str
-    config: object
-
-    def build(self, backend, **kwargs):
-        kinds = {
-            "worker": Worker,
-            "dispatcher": Dispatcher,
-            "scheduler": Scheduler,
-            "state_runner": StateRunner,
-        }
-        return kinds[self.kind](backend, self.config, **kwargs)
-
-
-def child_specs(
-    options, *, workers=True, dispatchers=True, scheduler=True, state_runners=True
-):
-    """The processes to run for these options, one spec per process."""
-    specs = []
-    if workers:
-        for config in options.workers:
-            specs.extend(ChildSpec("worker", config) for _ in range(config.processes))
-    if dispatchers:
-        specs.extend(ChildSpec("dispatcher", config) for config in options.dispatchers)
-    # Only when there is something to schedule (Solid Queue does the same).
-    if scheduler and scheduler_is_needed(options):
-        specs.append(ChildSpec("scheduler", options.scheduler))
-    # Only where the project has StatorModels to advance.
-    if state_runners and has_state_machines():
-        for config in options.state_machines:
-            specs.extend(
-                ChildSpec("state_runner", config) for _ in range(config.processes)
-            )
-    return specs
-
-
-def has_state_machines():
-    from ..statemachines.models import runnable_models
-
-    return bool(runnable_models())
 
 
 @dataclass(slots=True)
@@ -277,8 +229,6 @@ class Supervisor(Runnable):
     def child_killed_for_overrun(self, child, pid):
         """Fail the jobs a killed child did not stop at their timeout, and its
         other jobs as killed (see child_exited); start a fresh child."""
-        from ..models import Process
-
         others_error = exit_error(child, pid, child.killed_because)
 
         def resolve():
@@ -333,7 +283,6 @@ class Supervisor(Runnable):
 
     def resolve_claims_of(self, child, error, reason):
         """Remove a gone child's row and fail the claims it still held with error."""
-        from ..models import Process
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()

@@ -5,24 +5,23 @@ interrupted, so the worker fails it and exits to be replaced; and it recycles
 itself (max_tasks, max_memory_mb) by draining and exiting the same way.
 """
 
-import collections
 import logging
 import threading
 import time
-from dataclasses import replace
 from inspect import iscoroutinefunction
 
-from django.db import connections, transaction
+from django.db import transaction
 
 from ..decorators.timeouts import overrun_error, timeout_for
-from ..dialects import refuses_the_row
-from ..exceptions import OutcomeNotStoredError, TaskNotFoundError, error_payload
+from ..exceptions import TaskNotFoundError
+from ..models import ClaimedExecution, ReadyExecution
 from ..pipeline.loader import load_task
-from ..pipeline.queue_selector import QueueSelector
 from ..pipeline.runner import JobRunner
 from .listener import ReadyListener
+from .outcome_recorder import OutcomeRecorder
 from .poller import Poller
 from .pool import Pool
+from .queue_selector import QueueSelector
 from .recycling import Recycler
 from .sentinel import Deadlines
 
@@ -61,9 +60,9 @@ class Worker(Poller):
             on_free=self.wake_up,
         )
         self.runner = JobRunner(type(backend), worker_id=self.name)
-        # Filled by pool threads, drained by the main loop; deque ops are atomic.
-        self.outcomes = collections.deque()
-        self.unrecorded = []
+        self.recorder = OutcomeRecorder(
+            self.database, self.options.preserve_finished_jobs, self.description
+        )
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
         # Job id -> the future of its coroutine on the pool's loop: what a
@@ -126,8 +125,6 @@ class Worker(Poller):
         wanted = self.recycler.claim_limit(idle)
         if self.stopping or wanted <= 0:
             return self.sleep_at_most(FULL_POOL_WAIT)
-        from ..models import ReadyExecution
-
         try:
             claims = ReadyExecution.objects.using(self.database).claim(
                 self.selector, wanted, self.process.pk
@@ -155,8 +152,6 @@ class Worker(Poller):
 
     def release_unknown_claims(self):
         """Hand back to ready the claims this process holds but is not running."""
-        from ..models import ClaimedExecution
-
         # Safe against our own claims: only this (main) thread claims, and it is
         # here. in_flight still holds every job whose outcome is unrecorded.
         released = (
@@ -224,34 +219,12 @@ class Worker(Poller):
 
     def completed(self, outcome):
         """Called from pool threads: queue the outcome and wake the main loop."""
-        self.outcomes.append(outcome)
+        self.recorder.add(outcome)
         self.wake_up()
 
     def record_outcomes(self):
         """Write every finished run in one transaction, then report them."""
-        from ..models import ClaimedExecution
-
-        while self.outcomes:
-            self.unrecorded.append(self.outcomes.popleft())
-        if not self.unrecorded:
-            return
-        claims = ClaimedExecution.objects.using(self.database)
-        outage = None
-        # Only committed outcomes are reported; finalize_all skips claims
-        # already resolved elsewhere.
-        try:
-            recorded = claims.finalize_all(
-                self.unrecorded, self.process.pk, self.options.preserve_finished_jobs
-            )
-            done, self.unrecorded = self.unrecorded, []
-        except Exception as error:
-            if not refuses_the_row(error, connections[self.database]):
-                # An outage or a lock conflict: everything waits for the next
-                # poll, after the guard has given us a fresh connection.
-                raise
-            # One outcome the database refuses must not hold back the others
-            # (nor, at shutdown, send finished jobs back to run again).
-            recorded, done, outage = self.record_one_at_a_time(claims)
+        recorded, done, outage = self.recorder.record(self.process.pk)
         for outcome in done:
             self.forget(outcome.job.pk)
         for outcome in recorded:
@@ -261,51 +234,6 @@ class Worker(Poller):
         if outage is not None:
             # Kept for the next poll; the guard reconnects and backs off.
             raise outage
-
-    def record_one_at_a_time(self, claims):
-        """Record each unrecorded outcome alone; fail those the database refuses.
-
-        Returns (recorded, done, outage): done are the outcomes dealt with,
-        and outage the error that stopped the rest (the database itself is
-        failing, not one row), which stay unrecorded for the next poll.
-        """
-        recorded, done, outage = [], [], None
-        for outcome in self.unrecorded:
-            try:
-                recorded += self._finalize(claims, outcome)
-            except Exception as refused:
-                connection = connections[self.database]
-                if not refuses_the_row(refused, connection):
-                    # A lock conflict or an outage: the outcome itself may be
-                    # fine, so it waits for the next poll, unchanged.
-                    outage = refused
-                    break
-                try:
-                    substitute = outcome_not_stored(outcome, refused)
-                    recorded += self._finalize(claims, substitute)
-                except Exception as error:
-                    if not refuses_the_row(error, connection):
-                        outage = error
-                        break
-                    # The database works but will not update this job's row.
-                    claims.held_by(self.process.pk).filter(
-                        job_id=outcome.job.pk
-                    ).fail_without_writing_the_jobs()
-                logger.error(
-                    "%s: the database refused the outcome of job %s (%s); the job "
-                    "was failed instead",
-                    self.description,
-                    outcome.job.pk,
-                    first_line(refused),
-                )
-            done.append(outcome)
-        self.unrecorded = self.unrecorded[len(done) :]
-        return recorded, done, outage
-
-    def _finalize(self, claims, outcome):
-        return claims.finalize_all(
-            [outcome], self.process.pk, self.options.preserve_finished_jobs
-        )
 
     def report_finished(self, outcome):
         """Send task_finished for one recorded outcome; never raise."""
@@ -334,8 +262,6 @@ class Worker(Poller):
         thread with the process. Should the worker not get that far (a task
         holding the GIL), its supervisor kills it from outside.
         """
-        from ..models import ClaimedExecution
-
         overdue = self.deadlines.overdue()
         errors = {
             job_id: overrun_error(
@@ -378,7 +304,7 @@ class Worker(Poller):
         """
         self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         # An outcome waiting to be recorded (an outage) is no longer running.
-        running = self.in_flight - {outcome.job.pk for outcome in self.unrecorded}
+        running = self.in_flight - self.recorder.pending_job_ids()
         if not running:
             return
         lost = sorted(running - self.process.still_holds(running))
@@ -472,28 +398,3 @@ class Worker(Poller):
         self.guard.call(self.record_outcomes)
         # Claims still held are released back to ready when the row is removed.
         self.pool.stop()
-
-
-def outcome_not_stored(outcome, refused):
-    """A failed outcome standing in for one the database refused to store."""
-    produced = (
-        "it succeeded"
-        if outcome.succeeded
-        else f"it failed with {outcome.error['exception_class_path']}"
-    )
-    return replace(
-        outcome,
-        succeeded=False,
-        return_value=None,
-        exception=None,
-        retry_at=None,
-        error=error_payload(
-            OutcomeNotStoredError,
-            f"The run ended ({produced}), but the database refused to store its "
-            f"outcome: {type(refused).__name__}: {first_line(refused)}",
-        ),
-    )
-
-
-def first_line(error):
-    return (str(error).strip().splitlines() or [""])[0][:500]

@@ -1,9 +1,10 @@
 """Add, change and remove recurring tasks at runtime, and run one at once."""
 
+from ..backend import steady_queue_backend
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, TASK_TYPES
 from ..exceptions import RecurringTaskError, RecurringTaskNotFound
-from .specs import RecurringSpec, static_specs
-from .validation import problems
+from ..schedules.specs import RecurringSpec, static_specs
+from ..schedules.validation import problems
 
 
 def schedule_recurring_task(
@@ -52,17 +53,13 @@ def schedule_recurring_task(
     found = problems(spec)
     if found:
         raise RecurringTaskError("\n".join(message for _, message, _ in found))
-    from ..models import RecurringTask
-
-    return RecurringTask.objects.using(steady.database).schedule_dynamic(spec)
+    return _recurring_tasks(steady.database).schedule_dynamic(spec)
 
 
 def unschedule_recurring_task(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
     """Remove a dynamic recurring task; running schedulers stop enqueueing it."""
-    from ..models import RecurringTask
-
     database = _steady_queue_backend(backend).database
-    if not RecurringTask.objects.using(database).unschedule(key):
+    if not _recurring_tasks(database).unschedule(key):
         raise RecurringTaskNotFound(f"No dynamic recurring task has the key {key!r}.")
 
 
@@ -77,21 +74,30 @@ def run_now(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
 def recurring_task(key, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
     """The RecurringTask of ``key``: its stored row, or (for a static task no
     scheduler has stored yet) an unsaved one built from its declaration."""
-    from ..models import RecurringTask
-
     steady = _steady_queue_backend(backend)
-    row = RecurringTask.objects.using(steady.database).filter(key=key).first()
+    tasks = _recurring_tasks(steady.database)
+    row = tasks.filter(key=key).first()
     if row is None:
         spec = next((s for s in static_specs(steady.config) if s.key == key), None)
         if spec is None:
             raise RecurringTaskNotFound(f"No recurring task has the key {key!r}.")
-        row = RecurringTask.from_spec(spec, static=True)
+        row = tasks.model.from_spec(spec, static=True)
     return row
 
 
-def _steady_queue_backend(alias):
-    from ..backend import steady_queue_backend
+def _recurring_tasks(database):
+    """RecurringTask.objects on ``database``.
 
+    The model is imported when first used: projects import this module (as
+    steady_queue.recurring) from their tasks modules, which may load with the
+    apps, before models can be imported.
+    """
+    from ..models import RecurringTask
+
+    return RecurringTask.objects.using(database)
+
+
+def _steady_queue_backend(alias):
     return steady_queue_backend(
         alias,
         RecurringTaskError(

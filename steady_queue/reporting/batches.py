@@ -9,7 +9,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..batches.status import BatchState, BatchStatus
+from ..models import Batch
+from ..states.batches import BatchState, BatchStatus
 
 # ``status`` lists at most this many running batches, newest first.
 RUNNING_SHOWN = 10
@@ -23,8 +24,6 @@ LISTED_STATES = (BatchState.RUNNING, BatchState.SUCCEEDED, BatchState.FAILED)
 def batches_overview(database, now=None, limit=RUNNING_SHOWN):
     """The running batches (newest first, at most ``limit``), how many run in
     all, and how many ended in the last hour: what ``status`` reports."""
-    from ..models import Batch
-
     now = now or timezone.now()
     batches = Batch.objects.using(database)
     running = batches.running()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
+from ..migration_state import not_migrated_message
+from ..models import Process
 from ..processes.pidfile import is_running
 
 
@@ -50,9 +52,6 @@ class Health:
 
 def check_health(backend, this_host=False):
     """Run the checks against ``backend``'s database; return a Health."""
-    from ..migration_state import not_migrated_message
-    from ..models import Process
-
     processes = Process.objects.using(backend.database)
     try:
         now = processes.database_now()

@@ -8,9 +8,11 @@ records each batch of outcomes: clearing finished jobs leaves them as they are.
 
 from django.utils import timezone
 
+from ..models import JobTally, Process
+from ..models.job.counts import counts_by_state
 from ..models.job_tally import DURATION_BUCKETS
-from ..states import TABLED, State, counts_by_state
-from .queues import queue_overview
+from ..states import TABLED, State
+from .queues import configured_queue_names, queue_overview
 from .throughput import per_minute
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -21,9 +23,6 @@ WINDOW_MINUTES = 5
 
 def collect(backend, now=None):
     """Return the metrics as text in Prometheus' exposition format."""
-    from ..models import JobTally, Process
-    from .queues import configured_queue_names
-
     now = now or timezone.now()
     database = backend.database
     lines = []

@@ -2,7 +2,8 @@
 
 from django.utils import timezone
 
-from ..states import execution_models
+from ..models import Pause, ReadyExecution
+from ..models.job.states import execution_models
 
 
 def queue_overview(database, configured=(), now=None):
@@ -11,8 +12,6 @@ def queue_overview(database, configured=(), now=None):
     Latency is the age of the queue's oldest ready job (0 when none is ready).
     ``configured`` adds queues that are declared but empty.
     """
-    from ..models import Pause, ReadyExecution
-
     now = now or timezone.now()
     counts = {
         state: model.objects.using(database).counts_by_queue()

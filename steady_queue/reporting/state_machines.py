@@ -3,6 +3,9 @@
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from ..dialects import database_error_line
+from ..statemachines.models import rows_of, runnable_models
+
 # A row still in a non-terminal state this long after entering it is shown as
 # stuck: its handler keeps failing, returns nothing, or no runner is running.
 STUCK_AFTER_SECONDS = 3600
@@ -15,15 +18,11 @@ def state_machines_overview(now=None):
     A model whose table cannot be read (not migrated yet, say) gets its
     ``error`` instead of counts: the others are still worth showing.
     """
-    from ..statemachines.models import runnable_models
-
     now = now or timezone.now()
     return [_model_overview(model, now) for model in runnable_models()]
 
 
 def _model_overview(model, now):
-    from ..statemachines.models import rows_of
-
     rows = rows_of(model)
     entry = {"label": model._meta.label, "stuck_after_seconds": STUCK_AFTER_SECONDS}
     try:
@@ -34,8 +33,6 @@ def _model_overview(model, now):
             counts = rows.counts_by_state()
             stuck = rows.stuck(STUCK_AFTER_SECONDS, now).count()
     except DatabaseError as error:
-        from ..commands.common import database_error_line
-
         return {
             **entry,
             "states": [],

@@ -5,17 +5,18 @@ import json
 
 from django.utils import timezone
 
-from ..recurring.status import recurring_lines, recurring_status
-from ..states import TABLED, State, counts_by_state, is_estimate
+from ..models import ClaimedExecution, Process, ReadyExecution
+from ..models.job.counts import counts_by_state, is_estimate
+from ..processes.queue_selector import QueueSelector
+from ..states import TABLED, State
 from .batches import batch_lines, batches_overview
 from .queues import queue_overview
+from .recurring import recurring_lines, recurring_status
 from .state_machines import state_machine_lines, state_machines_overview
 
 
 def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
-    from ..models import ClaimedExecution, Process, ReadyExecution
-
     db = backend.database
     now = timezone.now()
     queues = queue_overview(db, now=now)
@@ -67,8 +68,6 @@ def unserved_queue_warnings(queues, workers, ready, alias):
     queue): ready jobs}: a worker reads only its own alias's jobs, so another
     alias's jobs in a queue it serves still wait (named with their alias).
     """
-    from ..pipeline.queue_selector import QueueSelector
-
     selectors = [
         QueueSelector(
             worker.metadata.get("queues", "*").split(","),

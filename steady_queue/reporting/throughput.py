@@ -5,6 +5,8 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from ..models import FailedExecution, Job
+
 
 def per_minute(database, minutes=60, now=None):
     """Return [(minute start, succeeded, failed)] for the last ``minutes``.
@@ -14,8 +16,6 @@ def per_minute(database, minutes=60, now=None):
     differently. Jobs deleted on success (preserve_finished_jobs off) leave
     no row behind and are not counted.
     """
-    from ..models import FailedExecution, Job
-
     now = (now or timezone.now()).replace(second=0, microsecond=0) + timedelta(
         minutes=1
     )

@@ -17,7 +17,13 @@ of a test's open transaction::
 With pytest, the ``steady_queue_jobs`` fixture offers the same as methods.
 """
 
+from ..backend import SteadyQueueBackend
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_enqueued
+from ..exceptions import RunawayJobsError
+from ..pipeline.arguments import json_arguments, serialize_arguments
+from ..pipeline.results import build_result
+from ..states import State
+from .backends import backend_under_test
 from .recurring import RecurringRun, next_recurring_run, run_recurring
 from .state_machines import run_state_machines
 
@@ -61,10 +67,11 @@ def run_pending(
     ``runaway_limit`` jobs with jobs still due raises RunawayJobsError, naming
     their tasks: a task that enqueues itself would otherwise run forever.
     """
-    from ..exceptions import RunawayJobsError
+    # Imported when called: pytest loads this package (its plugin) before
+    # Django is set up, and these import models.
     from ..processes.burst import Burst
 
-    queue_backend = _steady_queue_backend(backend)
+    queue_backend = backend_under_test(backend)
     burst = Burst(
         queue_backend,
         queue_backend.config.workers,
@@ -84,6 +91,8 @@ def _due_by_task(database, run_scheduled):
     """{task path: jobs} of the jobs run_pending() would still run."""
     from collections import Counter
 
+    # Imported when called: pytest loads this package (its plugin) before
+    # Django is set up, and these import models.
     from ..models import ReadyExecution, ScheduledExecution
 
     scheduled = ScheduledExecution.objects.using(database)
@@ -100,11 +109,12 @@ def enqueued(task=None, *, queue_name=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
     Oldest first; narrowed to one task (a Task or its dotted path) and one
     queue when given.
     """
+    # Imported when called: pytest loads this package (its plugin) before
+    # Django is set up, and these import models.
     from ..models import Job
-    from ..pipeline.results import build_result
-    from ..states import State, in_state, with_state
+    from ..models.job.states import in_state, with_state
 
-    queue_backend = _steady_queue_backend(backend)
+    queue_backend = backend_under_test(backend)
     jobs = Job.objects.using(queue_backend.database).order_by("pk")
     waiting = (State.READY, State.SCHEDULED, State.BLOCKED)
     pending = jobs.none()
@@ -170,8 +180,6 @@ class capture_enqueued:
         return False
 
     def _collect(self, sender, task_result, **kwargs):
-        from ..backend import SteadyQueueBackend
-
         if issubclass(sender, SteadyQueueBackend):
             self.captured.append(task_result)
 
@@ -216,24 +224,9 @@ def _matching(results, task, args, kwargs, queue_name, count, where):
 
 
 def _as_results_hold_them(path, args, kwargs):
-    from ..pipeline.arguments import json_arguments, serialize_arguments
-
     stored = serialize_arguments(path, list(args or []), dict(kwargs or {}))
     return json_arguments(stored)
 
 
 def _path_of(task):
     return task if isinstance(task, str) else task.module_path
-
-
-def _steady_queue_backend(alias):
-    from ..backend import steady_queue_backend
-
-    return steady_queue_backend(
-        alias,
-        TypeError(
-            f"TASKS[{alias!r}] is not a SteadyQueueBackend: steady_queue.testing "
-            "runs only steady_queue's jobs. Point TASKS at "
-            "steady_queue.backend.SteadyQueueBackend in your test settings."
-        ),
-    )

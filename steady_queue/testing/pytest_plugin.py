@@ -5,6 +5,9 @@ Nothing here touches Django until a test asks for the fixture.
 
 import pytest
 
+from ..compat import DEFAULT_TASK_BACKEND_ALIAS
+from . import assert_enqueued, capture_enqueued, enqueued, run_pending
+
 
 class SteadyQueueJobs:
     """steady_queue.testing's helpers, bound to one backend alias."""
@@ -13,25 +16,17 @@ class SteadyQueueJobs:
         self.backend = backend
 
     def run_pending(self, max_tasks=None, run_scheduled=False):
-        from . import run_pending
-
         return run_pending(
             self.backend, max_tasks=max_tasks, run_scheduled=run_scheduled
         )
 
     def enqueued(self, task=None, *, queue_name=None):
-        from . import enqueued
-
         return enqueued(task, queue_name=queue_name, backend=self.backend)
 
     def assert_enqueued(self, task, **expected):
-        from . import assert_enqueued
-
         return assert_enqueued(task, backend=self.backend, **expected)
 
     def capture(self):
-        from . import capture_enqueued
-
         return capture_enqueued()
 
 
@@ -39,6 +34,4 @@ class SteadyQueueJobs:
 def steady_queue_jobs():
     """Run and inspect the default backend's jobs; needs database access
     (mark the test ``django_db``)."""
-    from ..compat import DEFAULT_TASK_BACKEND_ALIAS
-
     return SteadyQueueJobs(DEFAULT_TASK_BACKEND_ALIAS)

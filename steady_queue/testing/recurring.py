@@ -4,6 +4,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, Task
+from ..recurring.api import recurring_task
+from ..schedules.plan import TaskPlan
+from .backends import backend_under_test
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,9 +26,6 @@ def next_recurring_run(key, *, after=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
     now), and what it enqueues then, as a scheduler plans it (never at or
     before a tick already enqueued)."""
     from django.utils import timezone
-
-    from ..recurring.api import recurring_task
-    from ..recurring.plan import TaskPlan
 
     after = _aware(after or timezone.now(), "after")
     row = recurring_task(key, backend=backend)
@@ -50,12 +50,13 @@ def run_recurring(at, *, since=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
     The jobs wait for their run time like any job: run them with
     run_pending(run_scheduled=True), or run_pending() once ``at`` has come.
     """
+    # Imported when called: pytest loads this package (its plugin) before
+    # Django is set up, and these import models.
     from ..processes.scheduler import Scheduler
-    from . import _steady_queue_backend
 
     at = _aware(at, "at")
     since = _aware(since, "since") if since else at - timedelta(microseconds=1)
-    queue_backend = _steady_queue_backend(backend)
+    queue_backend = backend_under_test(backend)
     scheduler = Scheduler(queue_backend, queue_backend.config.scheduler)
     try:
         scheduler.store_static_tasks()

@@ -1,6 +1,8 @@
 """run_state_machines(): one state runner's pass, in the test's own thread."""
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS
+from ..conf import StateMachinesConfig
+from .backends import backend_under_test
 
 
 def run_state_machines(*models, now=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
@@ -16,12 +18,12 @@ def run_state_machines(*models, now=None, backend=DEFAULT_TASK_BACKEND_ALIAS):
     """
     from django.utils import timezone
 
-    from ..conf import StateMachinesConfig
+    # Imported when called: pytest loads this package (its plugin) before
+    # Django is set up, and these import models.
     from ..processes.state_runner import StateRunner
     from ..statemachines.models import rows_of, runnable_models
-    from . import _steady_queue_backend
 
-    queue_backend = _steady_queue_backend(backend)
+    queue_backend = backend_under_test(backend)
     configs = queue_backend.config.state_machines
     runner = StateRunner(
         queue_backend, configs[0] if configs else StateMachinesConfig()

@@ -103,7 +103,7 @@ def million(django_db_setup, django_db_blocker):
         pytest.skip("the million-row table is filled with server-side SQL")
     with django_db_blocker.unblock():
         from steady_queue.models import Job
-        from steady_queue.states import execution_models
+        from steady_queue.models.job.states import execution_models
 
         start = time.perf_counter()
         fill_jobs_table()

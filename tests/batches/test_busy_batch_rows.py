@@ -16,7 +16,7 @@ from steady_queue.models import (
     Job,
     ReadyExecution,
 )
-from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process, run_outcome

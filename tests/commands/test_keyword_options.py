@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from steady_queue.models import Job, Pause
-from steady_queue.states import with_state
+from steady_queue.models.job.states import with_state
 from tests import tasks
 from tests.factories import make_job
 

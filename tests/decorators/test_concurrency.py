@@ -9,6 +9,7 @@ from steady_queue import limits_concurrency
 from steady_queue.decorators.concurrency import ConcurrencyLimit, limit_of
 from steady_queue.exceptions import ConcurrencyKeyError
 from steady_queue.models import Pause
+from steady_queue.models.semaphore import slot_duration
 
 from .. import tasks
 
@@ -103,8 +104,8 @@ def test_duration_accepts_seconds_or_a_timedelta():
 
     limit = limited._steady_queue_concurrency
     assert limit.duration == timedelta(seconds=90)
-    assert limit.duration_for("default") == timedelta(seconds=90)
-    assert ConcurrencyLimit().duration_for("default") == timedelta(
+    assert slot_duration(limit, "default") == timedelta(seconds=90)
+    assert slot_duration(ConcurrencyLimit(), "default") == timedelta(
         seconds=tasks_backend_duration()
     )
 

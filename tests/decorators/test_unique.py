@@ -13,8 +13,8 @@ from steady_queue.models import (
     ScheduledExecution,
     UniqueKey,
 )
-from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process

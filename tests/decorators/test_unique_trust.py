@@ -6,8 +6,8 @@ import pytest
 from django.db import connection, transaction
 
 from steady_queue.models import ReadyExecution, UniqueKey
-from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process

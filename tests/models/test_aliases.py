@@ -21,8 +21,8 @@ from steady_queue.models import (
     ScheduledExecution,
 )
 from steady_queue.models.base import READY_CHANNEL
-from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.listener import ReadyListener, listen_connect_params
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, make_job, registered_process

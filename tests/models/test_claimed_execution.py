@@ -15,7 +15,7 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
-from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process, run_outcome

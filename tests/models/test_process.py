@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from steady_queue.exceptions import ProcessExitError, TaskTimeoutError, error_payload
 from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
-from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 

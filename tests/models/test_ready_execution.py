@@ -6,7 +6,7 @@ import pytest
 from django.db import connection, transaction
 
 from steady_queue.models import ClaimedExecution, Pause, ReadyExecution
-from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process

@@ -14,8 +14,8 @@ from steady_queue.models import (
     ReadyExecution,
     Semaphore,
 )
-from steady_queue.pipeline.queue_selector import QueueSelector
 from steady_queue.processes.dispatcher import Dispatcher
+from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import jobs_of, registered_process, run_outcome

@@ -15,12 +15,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from steady_queue.backend import SteadyQueueBackend
-from steady_queue.checks import check_task_packages
 from steady_queue.compat import InvalidTask, TaskResultStatus
 from steady_queue.exceptions import TaskNotFoundError
 from steady_queue.models import Job
 from steady_queue.pipeline import loader
 from steady_queue.pipeline.loader import load_task, task_packages
+from steady_queue.project_checks import check_task_packages
 
 from .. import tasks
 

@@ -110,7 +110,7 @@ def test_a_child_that_stops_on_its_own_is_replaced(run_supervisor, received):
 def test_claims_handed_back_at_a_stop_are_reported_with_their_ids(received):
     from steady_queue.compat import task_backends
     from steady_queue.conf import WorkerConfig
-    from steady_queue.pipeline.queue_selector import QueueSelector
+    from steady_queue.processes.queue_selector import QueueSelector
     from steady_queue.processes.worker import Worker
 
     result = tasks.add.enqueue(1, 1)

@@ -17,7 +17,7 @@ from steady_queue.compat import task_backends
 from steady_queue.models import Job, RecurringExecution, RecurringTask
 from steady_queue.processes import scheduler as scheduler_module
 from steady_queue.processes.scheduler import MAX_SLEEP, WAKE_SLACK, Scheduler
-from steady_queue.recurring import specs
+from steady_queue.schedules import specs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

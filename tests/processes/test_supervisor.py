@@ -17,8 +17,9 @@ from steady_queue import signals
 from steady_queue.compat import TaskResultStatus
 from steady_queue.decorators.timeouts import overrun_error
 from steady_queue.models import ClaimedExecution, Process, ReadyExecution
-from steady_queue.pipeline.queue_selector import QueueSelector
-from steady_queue.processes.supervisor import QUICK_DEATH, Child, child_specs
+from steady_queue.processes.child_specs import child_specs
+from steady_queue.processes.queue_selector import QueueSelector
+from steady_queue.processes.supervisor import QUICK_DEATH, Child
 from steady_queue.processes.thread_supervisor import ThreadSupervisor
 
 from .. import tasks

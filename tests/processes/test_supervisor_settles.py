@@ -5,7 +5,8 @@ import time
 import pytest
 
 from steady_queue.models import ClaimedExecution, FailedExecution, Process
-from steady_queue.processes.supervisor import Child, child_specs
+from steady_queue.processes.child_specs import child_specs
+from steady_queue.processes.supervisor import Child
 from steady_queue.processes.thread_supervisor import ThreadSupervisor
 from tests.factories import make_job
 

@@ -19,7 +19,7 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
-from steady_queue.pipeline.queue_selector import QueueSelector
+from steady_queue.processes.queue_selector import QueueSelector
 from steady_queue.processes.worker import CLAIM_CHECK_INTERVAL, FULL_POOL_WAIT
 
 from .. import tasks
@@ -114,7 +114,7 @@ def test_outcomes_are_recorded_at_the_next_poll(make_worker):
 
     worker.pool.run_all()
     # Finished, but nothing is written until the main loop polls again.
-    assert len(worker.outcomes) == 2
+    assert len(worker.recorder.arrived) == 2
     assert claimed_ids(worker) == job_ids(good, bad)
 
     worker.poll()
@@ -130,7 +130,11 @@ def test_outcomes_are_recorded_at_the_next_poll(make_worker):
     assert list(FailedExecution.objects.values_list("job_id", flat=True)) == [
         int(bad.id)
     ]
-    assert not worker.in_flight and not worker.outcomes and not worker.unrecorded
+    assert (
+        not worker.in_flight
+        and not worker.recorder.arrived
+        and not worker.recorder.pending
+    )
 
 
 def test_a_real_pool_runs_sync_and_async_jobs_on_its_own_threads(make_worker):
@@ -138,7 +142,7 @@ def test_a_real_pool_runs_sync_and_async_jobs_on_its_own_threads(make_worker):
     worker = make_worker(real_pool=True, threads=2)
     worker.poll()
 
-    wait_for(lambda: len(worker.outcomes) == 2, message="both jobs ran")
+    wait_for(lambda: len(worker.recorder.arrived) == 2, message="both jobs ran")
     worker.poll()
 
     sync, coroutine = refreshed(sync, coroutine)
@@ -302,7 +306,7 @@ def test_a_job_whose_task_cannot_be_loaded_fails_alone_without_running(make_work
     worker.poll()
     # Failed at once, never posted: only the good jobs take a thread.
     assert len(worker.pool.held) == 2
-    assert len(worker.outcomes) == 1
+    assert len(worker.recorder.arrived) == 1
 
     worker.pool.run_all()
     worker.poll()

@@ -170,7 +170,7 @@ def test_the_loader_refuses_before_importing(module_outside_the_project):
 def test_an_error_payload_never_imports_the_class_it_names(
     module_outside_the_project,
 ):
-    from steady_queue.decorators.retries import exception_class_of
+    from steady_queue.exceptions import exception_class_of
 
     payload = {"exception_class_path": "sq_outside_module.Boom", "traceback": ""}
     assert exception_class_of(payload) is None
@@ -244,7 +244,7 @@ def registered(name):
 
 
 def claim(process, limit=10):
-    from steady_queue.pipeline.queue_selector import QueueSelector
+    from steady_queue.processes.queue_selector import QueueSelector
 
     selector = QueueSelector(["*"], "default", pause_refresh=0)
     return jobs_of(ReadyExecution.objects.claim(selector, limit, process.pk))
@@ -412,7 +412,7 @@ def test_an_outcome_the_database_refuses_is_replaced_by_a_failure(backend):
 
     # Past the runner's checks (as a bug or a driver quirk might let through):
     # NaN is refused by jsonb, by SQLite's JSON check and by MySQL's JSON type.
-    worker.outcomes.extend([outcome(good, 2), outcome(bad, float("nan"))])
+    worker.recorder.arrived.extend([outcome(good, 2), outcome(bad, float("nan"))])
     with transaction.atomic():
         pass
     worker.record_outcomes()
@@ -426,7 +426,7 @@ def test_an_outcome_the_database_refuses_is_replaced_by_a_failure(backend):
     exception_path, trace = error_of(bad)
     assert exception_path == "steady_queue.exceptions.OutcomeNotStoredError"
     assert "it succeeded" in trace
-    assert not worker.in_flight and not worker.unrecorded
+    assert not worker.in_flight and not worker.recorder.pending
     assert not ClaimedExecution.objects.exists()
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from steady_queue.compat import task_backends
 from steady_queue.processes.scheduler import Scheduler
-from steady_queue.recurring import specs
+from steady_queue.schedules import specs
 
 from ..helpers import wait_for
 

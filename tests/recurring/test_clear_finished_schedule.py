@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from steady_queue.conf import parse_options
 from steady_queue.models import Job
-from steady_queue.recurring.specs import CLEAR_FINISHED_KEY, static_specs
-from steady_queue.recurring.validation import problems
+from steady_queue.schedules.specs import CLEAR_FINISHED_KEY, static_specs
+from steady_queue.schedules.validation import problems
 from steady_queue.testing import run_pending
 
 from ..factories import make_job

@@ -4,7 +4,7 @@ import pytest
 from django.core import checks
 
 from steady_queue.recurring import recurring
-from steady_queue.recurring.specs import scheduler_is_needed, static_specs
+from steady_queue.schedules.specs import scheduler_is_needed, static_specs
 
 from .. import tasks
 from ..helpers import check_messages

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from steady_queue.conf import SchedulerConfig, parse_options, read_options
-from steady_queue.recurring.specs import RecurringSpec
+from steady_queue.schedules.specs import RecurringSpec
 
 
 def errors_for(raw):

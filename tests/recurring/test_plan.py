@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from steady_queue.recurring import Schedule
-from steady_queue.recurring.plan import MAX_LATENESS, TaskPlan
+from steady_queue.schedules.plan import MAX_LATENESS, TaskPlan
 
 NOON = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from steady_queue.models import Job, Process, RecurringExecution
-from steady_queue.processes.supervisor import child_specs
+from steady_queue.processes.child_specs import child_specs
 
 from ..helpers import wait_for
 from ..integration.support import assert_each_tick_has_one_job

@@ -153,7 +153,7 @@ def test_a_state_reads_durations_and_times_out_below_the_lease_by_default():
 
 
 def test_a_state_without_a_handler_is_a_system_check_error():
-    from steady_queue.checks import check_state_handlers
+    from steady_queue.project_checks import check_state_handlers
 
     handler = ArticleStates.published.handler_function
     ArticleStates.published.handler_function = None

@@ -1,6 +1,7 @@
 """Clearing: deleting successful jobs once they are old enough."""
 
-from ...states import State, in_state
+from ...states import State
+from .states import in_state
 
 
 class Clearing:

@@ -17,6 +17,8 @@ from ...dialects import retrying_lock_conflicts
 from ...exceptions import DuplicateTaskError
 from ...states import State
 from ..base import READY_CHANNEL, mark_saved
+from ..batch import Batch
+from ..unique_key import UniqueKey
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -180,8 +182,6 @@ class Enqueueing:
         only takes jobs inside its block's transaction, which also rolls this
         back if the enqueue fails.
         """
-        from ..batch import Batch
-
         counts = Counter(r.job.batch_id for r in requests if r.counts_in_batch)
         if counts:
             Batch.objects.using(self.db).count_added(counts)
@@ -202,9 +202,6 @@ class Enqueueing:
         a refusal inside the caller's atomic() leaves the caller's transaction
         usable.
         """
-        from ..batch import Batch
-        from ..unique_key import UniqueKey
-
         enqueued = {}
         # In key order: concurrent enqueues lock the same unique-key and
         # semaphore rows in the same order, so they cannot deadlock each other.

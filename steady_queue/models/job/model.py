@@ -4,7 +4,10 @@ from django.db import models
 from django.utils import timezone
 
 from ..fields import RowJSONField
+from ..ready_execution import ReadyExecution
+from ..scheduled_execution import ScheduledExecution
 from .queryset import JobQuerySet
+from .states import observe
 
 
 class Job(models.Model):
@@ -95,9 +98,11 @@ class Job(models.Model):
         """Whether this job must take a concurrency slot before it runs now."""
         return bool(self.concurrency_key) and not self.is_scheduled
 
+    def observed_state(self):
+        """Its states.Observed: from with_state()'s annotations if it was
+        loaded with them, else read from the tables."""
+        return observe(self)
+
     def execution_class(self):
         """Return the execution model a newly enqueued job starts in."""
-        from ..ready_execution import ReadyExecution
-        from ..scheduled_execution import ScheduledExecution
-
         return ScheduledExecution if self.is_scheduled else ReadyExecution

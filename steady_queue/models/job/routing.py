@@ -2,7 +2,15 @@
 
 from django.utils import timezone
 
+from ...decorators.concurrency import limits_by_job
+from ...exceptions import ConcurrencyLimitDiscarded, error_payload
 from ...states import State
+from ..batch import Batch
+from ..blocked_execution import BlockedExecution
+from ..failed_execution import FailedExecution
+from ..ready_execution import ReadyExecution
+from ..scheduled_execution import ScheduledExecution
+from ..semaphore import Semaphore, slot_duration
 
 
 class Routing:
@@ -14,8 +22,6 @@ class Routing:
 
         ``limits`` is {job id: ConcurrencyLimit or None}, as dispatch_all takes.
         """
-        from ..scheduled_execution import ScheduledExecution
-
         scheduled = [job for job in jobs if job.is_scheduled]
         if scheduled:
             ScheduledExecution.objects.using(self.db).create_all_for(scheduled, now)
@@ -33,12 +39,6 @@ class Routing:
         the tasks (enqueue); otherwise each task's limit is looked up once.
         Runs in the caller's transaction; returns {job id: State}.
         """
-        from ...decorators.concurrency import limits_by_job
-        from ..batch import Batch
-        from ..blocked_execution import BlockedExecution
-        from ..ready_execution import ReadyExecution
-        from ..semaphore import Semaphore
-
         now = now or timezone.now()
         if limits is None:
             limits = limits_by_job(jobs)
@@ -62,7 +62,7 @@ class Routing:
             elif limit.on_conflict == "discard":
                 discarded.append((job, limit))
             else:
-                blocked.append((job, now + limit.duration_for(job.backend_name)))
+                blocked.append((job, now + slot_duration(limit, job.backend_name)))
         if ready:
             ReadyExecution.objects.using(self.db).create_all_for(ready, now)
         if blocked:
@@ -76,10 +76,6 @@ class Routing:
         }
 
     def _discard(self, jobs_and_limits, now):
-        from ...exceptions import ConcurrencyLimitDiscarded, error_payload
-        from ..batch import Batch
-        from ..failed_execution import FailedExecution
-
         jobs = []
         for job, limit in jobs_and_limits:
             job.finished_at = now

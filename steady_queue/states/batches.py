@@ -5,6 +5,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+# The keyword each callback is called with, and the events that call one.
+ARGUMENT = "batch"
+EVENTS = {"on_finish": "finish", "on_success": "success", "on_failure": "failure"}
+
 
 class BatchState(StrEnum):
     """Where a batch stands."""

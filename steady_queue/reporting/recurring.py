@@ -1,12 +1,11 @@
 """The recurring tasks part of ``manage.py steady_queue status``."""
 
-from .schedule import ScheduleError
+from ..models import RecurringTask
+from ..schedules.schedule import ScheduleError
 
 
 def recurring_status(database, now):
     """Each recurring task with its schedule and its last and next run times."""
-    from ..models import RecurringTask
-
     tasks = RecurringTask.objects.using(database).with_last_run_at().order_by("key")
     return [
         {

@@ -1,105 +1,28 @@
-"""Backend OPTIONS, read into frozen dataclasses and validated with clear messages."""
+"""How each OPTIONS value is read: one reader per kind of value, each
+appending a message that names the value's full path to ``errors``.
+
+A reader returns the value as the Options dataclasses hold it, or None when
+it appended an error.
+"""
 
 from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
 from datetime import timedelta
 
-from django.core.exceptions import ImproperlyConfigured
+from django.conf import settings
 
-from .durations import FORMS, parse_duration
-from .recurring.specs import RecurringSpec
-
-MODES = ("fork", "thread")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerConfig:
-    """One entry of OPTIONS["workers"]: which queues, how many threads and forks."""
-
-    queues: tuple[str, ...] = ("*",)
-    threads: int = 3
-    processes: int = 1
-    polling_interval: float = 0.1
-    # Recycling: replace the worker after this many jobs, or once its memory
-    # (RSS, in MB) is over this after a job. None: never.
-    max_tasks: int | None = None
-    max_memory_mb: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DispatcherConfig:
-    """One entry of OPTIONS["dispatchers"]: how often and how much to dispatch."""
-
-    polling_interval: float = 1.0
-    batch_size: int = 500
-    concurrency_maintenance_interval: float = 600.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateMachinesConfig:
-    """One entry of OPTIONS["state_machines"]: which StatorModels to advance,
-    with how many threads and processes, and how long a row's lease lasts."""
-
-    models: tuple[str, ...] = ("*",)
-    threads: int = 3
-    processes: int = 1
-    batch_size: int = 100
-    polling_interval: float = 1.0
-    lease: float = 300.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchedulerConfig:
-    """OPTIONS["scheduler"]: how often to reload recurring tasks, and which."""
-
-    polling_interval: float = 1.0
-    # Whether tasks added at runtime (schedule_recurring_task) are run.
-    dynamic_tasks: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Options:
-    """Every setting a SteadyQueueBackend reads from its OPTIONS."""
-
-    database: str = "default"
-    workers: tuple[WorkerConfig, ...] = (WorkerConfig(),)
-    dispatchers: tuple[DispatcherConfig, ...] = (DispatcherConfig(),)
-    # Run only where the project has StatorModels (statemachines.runnable_models).
-    state_machines: tuple[StateMachinesConfig, ...] = (StateMachinesConfig(),)
-    preserve_finished_jobs: bool = True
-    clear_finished_jobs_after: float = 86400.0
-    # A schedule ("every hour") on which the scheduler clears finished jobs
-    # older than clear_finished_jobs_after; None: never (run the command).
-    clear_finished_jobs_schedule: str | None = None
-    process_heartbeat_interval: float = 60.0
-    process_alive_threshold: float = 300.0
-    shutdown_timeout: float = 5.0
-    supervisor_pidfile: str | None = None
-    mode: str = "fork"
-    listen_notify: bool = True
-    # The DATABASES alias the workers' LISTEN connections use, when "database"
-    # reaches PostgreSQL through a pooler in transaction mode (a LISTEN there
-    # hears nothing); None: "database" itself.
-    listen_database: str | None = None
-    # Seconds one run of a task may take unless it has its own @timeout; None: no
-    # limit.
-    timeout: float | None = None
-    # How long a concurrency slot may stay taken when its holder dies without
-    # giving it back (@limits_concurrency's duration, where it sets none).
-    concurrency_duration: float = 180.0
-    # The retry policy of tasks without @retry (None: one attempt, no retries).
-    retry: object = None
-    # The metrics give at most this many queues, and this many tasks, their
-    # own label; the rest are summed under "other" (reporting.metrics).
-    metrics_label_limit: int = 50
-    scheduler: SchedulerConfig = SchedulerConfig()
-    recurring: tuple[RecurringSpec, ...] = ()
-    # The TASKS alias these options were read for (set by read_options).
-    alias: str = "default"
-
+from ..decorators.retries import policy_from_options
+from ..durations import FORMS, parse_duration
+from ..schedules.specs import RecurringSpec
+from .options import (
+    MODES,
+    DispatcherConfig,
+    SchedulerConfig,
+    StateMachinesConfig,
+    WorkerConfig,
+)
 
 # The longest duration accepted: ten years. Longer waits overflow the timers
 # processes sleep on (threading.TIMEOUT_MAX) and the dates computed from them.
@@ -149,7 +72,7 @@ def _boolean(value, where, errors):
     return value
 
 
-def _unknown_keys(given, accepted, where, errors):
+def unknown_keys(given, accepted, where, errors):
     for key in sorted(set(given) - set(accepted), key=str):
         close = difflib.get_close_matches(str(key), [str(a) for a in accepted], n=1)
         guess = f" (did you mean {close[0]!r}?)" if close else ""
@@ -204,6 +127,7 @@ _WORKER_READERS = {
     "max_tasks": lambda v, w, e: None if v is None else _positive_int(v, w, e),
     "max_memory_mb": lambda v, w, e: None if v is None else _megabytes(v, w, e),
 }
+
 _DISPATCHER_READERS = {
     "polling_interval": _duration,
     "batch_size": _positive_int,
@@ -258,7 +182,7 @@ def _section(entry, where, readers, cls, errors, **fixed):
     if not isinstance(entry, dict):
         errors.append(f"{where} must be a dict, got {entry!r}.")
         return None
-    _unknown_keys(entry, readers, where, errors)
+    unknown_keys(entry, readers, where, errors)
     kwargs = dict(fixed)
     for key, reader in readers.items():
         if key in entry:
@@ -311,6 +235,7 @@ def _mapping(value, where, errors):
 
 
 _SCHEDULER_READERS = {"polling_interval": _duration, "dynamic_tasks": _boolean}
+
 _RECURRING_READERS = {
     "task": _required_text,
     "schedule": _required_text,
@@ -370,8 +295,6 @@ def _pidfile(value, where, errors):
 
 
 def _database(value, where, errors):
-    from django.conf import settings
-
     if not isinstance(value, str) or value not in settings.DATABASES:
         errors.append(
             f"{where} names the database {value!r}, which is not in DATABASES "
@@ -381,7 +304,7 @@ def _database(value, where, errors):
     return value
 
 
-_READERS = {
+READERS = {
     "database": _database,
     "workers": lambda v, w, e: _entries(v, w, _WORKER_READERS, WorkerConfig, e),
     "dispatchers": lambda v, w, e: _entries(
@@ -408,7 +331,6 @@ _READERS = {
     "recurring": _recurring,
 }
 
-
 # The numbers of OPTIONS["retry"], read here so that each error names its key.
 _RETRY_NUMBERS = {
     "attempts": _positive_int,
@@ -418,8 +340,6 @@ _RETRY_NUMBERS = {
 
 
 def _retry_policy(value, where, errors):
-    from .decorators.retries import policy_from_options
-
     if isinstance(value, dict):
         value = dict(value)
         found = len(errors)
@@ -429,75 +349,3 @@ def _retry_policy(value, where, errors):
         if len(errors) > found:
             return None
     return policy_from_options(value, where, errors)
-
-
-def _listen_database_is_postgresql(options, where, errors):
-    """LISTEN exists only on PostgreSQL: both databases must be PostgreSQL."""
-    from django.conf import settings
-
-    if options.listen_database is None:
-        return
-    engines = {
-        name: settings.DATABASES[name].get("ENGINE", "")
-        for name in (options.database, options.listen_database)
-    }
-    others = {name: e for name, e in engines.items() if "postgresql" not in e}
-    if others:
-        named = ", ".join(f"{name!r} ({engine})" for name, engine in others.items())
-        errors.append(
-            f"{where}['listen_database'] is for PostgreSQL, whose workers LISTEN "
-            f"for new jobs; {named} is not PostgreSQL. Remove 'listen_database'."
-        )
-
-
-def read_options(raw, alias="default"):
-    """Return (Options, errors): the parsed options and a message per problem."""
-    errors: list[str] = []
-    where = f"TASKS[{alias!r}]['OPTIONS']"
-    if not isinstance(raw, dict):
-        return Options(), [f"{where} must be a dict, got {raw!r}."]
-    _unknown_keys(raw, _READERS, where, errors)
-    kwargs = {}
-    for key, reader in _READERS.items():
-        if key in raw:
-            parsed = reader(raw[key], f"{where}[{key!r}]", errors)
-            if parsed is not None:
-                kwargs[key] = parsed
-    options = Options(**kwargs, alias=alias)
-    _listen_database_is_postgresql(options, where, errors)
-    if options.process_alive_threshold <= options.process_heartbeat_interval:
-        errors.append(
-            f"{where}['process_alive_threshold'] ({options.process_alive_threshold}s)"
-            " must be longer than 'process_heartbeat_interval' "
-            f"({options.process_heartbeat_interval}s), or live processes get pruned."
-        )
-    return options, errors
-
-
-def parse_options(raw, alias="default"):
-    """Return Options, or raise ImproperlyConfigured listing every problem."""
-    options, errors = read_options(raw, alias)
-    if errors:
-        raise ImproperlyConfigured("\n".join(errors))
-    return options
-
-
-def options_of_backend(alias):
-    """The parsed OPTIONS of the steady_queue backend called ``alias``.
-
-    None when ``TASKS`` has no such alias or it names another kind of backend:
-    a job keeps the alias it was enqueued under, which a later deploy may have
-    removed. A steady_queue backend whose OPTIONS are wrong raises
-    ImproperlyConfigured, as it does everywhere else.
-    """
-    from django.conf import settings
-
-    from .backend import SteadyQueueBackend
-    from .compat import task_backends
-
-    if alias not in getattr(settings, "TASKS", {}):
-        return None
-    backend = task_backends[alias]
-    if not isinstance(backend, SteadyQueueBackend):
-        return None
-    return backend.config

@@ -3,6 +3,7 @@
 import time
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS
+from ..models import Pause
 
 
 class QueueSelector:
@@ -84,8 +85,6 @@ class QueueSelector:
         return queryset
 
     def paused_queue_names(self):
-        from ..models import Pause
-
         now = time.monotonic()
         if self._paused_read_at is None or now - self._paused_read_at >= (
             self.pause_refresh

@@ -1,0 +1,98 @@
+"""What a SteadyQueueBackend's OPTIONS hold: frozen dataclasses with defaults.
+
+How each value is read and checked is conf.readers'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedules.specs import RecurringSpec
+
+MODES = ("fork", "thread")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerConfig:
+    """One entry of OPTIONS["workers"]: which queues, how many threads and forks."""
+
+    queues: tuple[str, ...] = ("*",)
+    threads: int = 3
+    processes: int = 1
+    polling_interval: float = 0.1
+    # Recycling: replace the worker after this many jobs, or once its memory
+    # (RSS, in MB) is over this after a job. None: never.
+    max_tasks: int | None = None
+    max_memory_mb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatcherConfig:
+    """One entry of OPTIONS["dispatchers"]: how often and how much to dispatch."""
+
+    polling_interval: float = 1.0
+    batch_size: int = 500
+    concurrency_maintenance_interval: float = 600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateMachinesConfig:
+    """One entry of OPTIONS["state_machines"]: which StatorModels to advance,
+    with how many threads and processes, and how long a row's lease lasts."""
+
+    models: tuple[str, ...] = ("*",)
+    threads: int = 3
+    processes: int = 1
+    batch_size: int = 100
+    polling_interval: float = 1.0
+    lease: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """OPTIONS["scheduler"]: how often to reload recurring tasks, and which."""
+
+    polling_interval: float = 1.0
+    # Whether tasks added at runtime (schedule_recurring_task) are run.
+    dynamic_tasks: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """Every setting a SteadyQueueBackend reads from its OPTIONS."""
+
+    database: str = "default"
+    workers: tuple[WorkerConfig, ...] = (WorkerConfig(),)
+    dispatchers: tuple[DispatcherConfig, ...] = (DispatcherConfig(),)
+    # Run only where the project has StatorModels (statemachines.runnable_models).
+    state_machines: tuple[StateMachinesConfig, ...] = (StateMachinesConfig(),)
+    preserve_finished_jobs: bool = True
+    clear_finished_jobs_after: float = 86400.0
+    # A schedule ("every hour") on which the scheduler clears finished jobs
+    # older than clear_finished_jobs_after; None: never (run the command).
+    clear_finished_jobs_schedule: str | None = None
+    process_heartbeat_interval: float = 60.0
+    process_alive_threshold: float = 300.0
+    shutdown_timeout: float = 5.0
+    supervisor_pidfile: str | None = None
+    mode: str = "fork"
+    listen_notify: bool = True
+    # The DATABASES alias the workers' LISTEN connections use, when "database"
+    # reaches PostgreSQL through a pooler in transaction mode (a LISTEN there
+    # hears nothing); None: "database" itself.
+    listen_database: str | None = None
+    # Seconds one run of a task may take unless it has its own @timeout; None: no
+    # limit.
+    timeout: float | None = None
+    # How long a concurrency slot may stay taken when its holder dies without
+    # giving it back (@limits_concurrency's duration, where it sets none).
+    concurrency_duration: float = 180.0
+    # The retry policy of tasks without @retry (None: one attempt, no retries).
+    retry: object = None
+    # The metrics give at most this many queues, and this many tasks, their
+    # own label; the rest are summed under "other" (reporting.metrics).
+    metrics_label_limit: int = 50
+    scheduler: SchedulerConfig = SchedulerConfig()
+    recurring: tuple[RecurringSpec, ...] = ()
+    # The TASKS alias these options were read for (set by read_options).
+    alias: str = "default"

@@ -1,0 +1,10 @@
+"""ClaimedExecution: a job a live process has taken and is running.
+
+``model.py`` holds the model and the claim; its QuerySet is put together from
+``finishing.py`` (outcomes of runs whose claims are held) and ``releasing.py``
+(claims ended from outside: released, failed, cancelled).
+"""
+
+from .model import Claim, ClaimedExecution, ClaimedExecutionQuerySet
+
+__all__ = ["Claim", "ClaimedExecution", "ClaimedExecutionQuerySet"]

@@ -1,0 +1,94 @@
+"""The project-wide system checks: an open metrics view, states without a
+handler, and the STEADY_QUEUE_TASK_PACKAGES setting (registered in apps.ready).
+
+A backend's own checks are checks'.
+"""
+
+from django.conf import settings
+from django.core import checks
+from django.urls import get_resolver
+
+from .pipeline.loader import TASK_PACKAGES_SETTING
+from .statemachines.models import runnable_models, states_without_handlers
+from .views import metrics
+
+
+def check_metrics_token(app_configs=None, **kwargs):
+    """Warn when the metrics view is routed and open: no token is configured."""
+    if getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None):
+        return []
+    if not getattr(settings, "ROOT_URLCONF", None):
+        return []
+    if not _routes_metrics(get_resolver().url_patterns):
+        return []
+    return [
+        checks.Warning(
+            "steady_queue's metrics view is in the URLconf, and "
+            "STEADY_QUEUE_METRICS_TOKEN is not set: anyone who can reach the URL "
+            "can read your queue names, sizes and processes.",
+            hint=(
+                "Set STEADY_QUEUE_METRICS_TOKEN to a long random string (e.g. "
+                "from the environment) and give Prometheus the same token as a "
+                "bearer token; or remove the route where Prometheus does not "
+                "need it."
+            ),
+            id="steady_queue.W002",
+        )
+    ]
+
+
+def check_task_packages(app_configs=None, **kwargs):
+    """Error when STEADY_QUEUE_TASK_PACKAGES is not a list of package names."""
+    names = getattr(settings, TASK_PACKAGES_SETTING, [])
+    if isinstance(names, list | tuple) and all(
+        isinstance(name, str)
+        and name
+        and all(part.isidentifier() for part in name.split("."))
+        for name in names
+    ):
+        return []
+    return [
+        checks.Error(
+            f"settings.{TASK_PACKAGES_SETTING} must be a list of dotted package "
+            f"names, like ['modelsearch', 'mylib.jobs']; it is {names!r}.",
+            hint=(
+                "Name each package whose modules define tasks outside the "
+                "installed apps and the project package."
+            ),
+            id="steady_queue.E007",
+        )
+    ]
+
+
+def check_state_handlers(app_configs=None, **kwargs):
+    """Error for each state of a StatorModel that should run a handler and has none."""
+    return [
+        checks.Error(
+            f"{state.qualified_name} has no handler: the {model._meta.label} rows "
+            "in it would wait there for ever.",
+            hint=(
+                f"Register one with @{state.qualified_name}.handler in a module "
+                "the app imports when it loads (its models.py), or declare the "
+                "state terminal=True or externally_progressed=True."
+            ),
+            obj=model,
+            id="steady_queue.E006",
+        )
+        for model, state in states_without_handlers(runnable_models())
+    ]
+
+
+def _routes_metrics(patterns):
+    """Whether these URL patterns (searched through includes) serve the metrics."""
+    for pattern in patterns:
+        if hasattr(pattern, "url_patterns"):
+            if _routes_metrics(pattern.url_patterns):
+                return True
+            continue
+        view = getattr(pattern, "callback", None)
+        # Through decorators a project may add (never_cache, csrf_exempt...).
+        while view is not None:
+            if view is metrics or view is getattr(metrics, "__wrapped__", None):
+                return True
+            view = getattr(view, "__wrapped__", None)
+    return False
