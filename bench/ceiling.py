@@ -3,7 +3,8 @@
 Usage: ceiling.py VENDOR DBNAME N REPEATS
 Times (a) insert job + ready row, (b) claim with SELECT ... FOR UPDATE SKIP LOCKED
 into claimed, (c) finish (update job, delete claimed), for several connection
-counts and jobs-per-transaction. Prints one line 'BENCH_RESULT <json>'.
+counts and jobs-per-transaction; and the single-enqueue limit: a loop of one
+INSERT + COMMIT per job on one connection. Prints one line 'BENCH_RESULT <json>'.
 """
 
 import json
@@ -13,6 +14,7 @@ import threading
 import time
 
 from dbconnect import connect
+from measure import ms_summary
 
 # (connections, jobs per transaction)
 CONFIGS = [(1, 1), (4, 1), (1, 10), (1, 100), (4, 10)]
@@ -75,6 +77,39 @@ def insert(conn, count: int, batch: int) -> None:
             ids,
         )
         conn.commit()
+
+
+def insert_one_at_a_time(conn, count: int) -> list[float]:
+    """One INSERT + COMMIT per job, `count` times: the seconds of each."""
+    cur = conn.cursor()
+    calls = []
+    for _ in range(count):
+        began = time.perf_counter()
+        cur.execute("INSERT INTO jobs (payload) VALUES (%s)", [PAYLOAD])
+        conn.commit()
+        calls.append(time.perf_counter() - began)
+    return calls
+
+
+def single_insert(vendor: str, dbname: str, n: int, repeats: int) -> dict:
+    """The loop every single enqueue is bounded by, with the server's commit
+    (synchronous) each time: median jobs/s over repeats, p50/p99 of a call."""
+    conn = connect(vendor, dbname)
+    insert_one_at_a_time(conn, 20)  # warm the connection and statement cache
+    runs, calls = [], []
+    for _ in range(repeats):
+        execute_all(conn, TRUNCATE[vendor])
+        run = insert_one_at_a_time(conn, n)
+        runs.append(n / sum(run))
+        calls += run
+    conn.close()
+    return {
+        **ms_summary(calls),
+        "n": n,
+        "repeats": repeats,
+        "jobs_per_s": statistics.median(runs),
+        "runs": runs,
+    }
 
 
 def is_deadlock(error: Exception) -> bool:
@@ -229,8 +264,11 @@ def main() -> None:
                 "claim_deadlocks": sum(r["deadlocks"] for r in runs),
             }
         )
+    single = single_insert(vendor, dbname, n, repeats)
     print(
-        "BENCH_RESULT " + json.dumps({"vendor": vendor, "results": results}), flush=True
+        "BENCH_RESULT "
+        + json.dumps({"vendor": vendor, "results": results, "single_insert": single}),
+        flush=True,
     )
 
 

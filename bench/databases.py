@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import procs
+from dbconnect import postgres_dsn
 from paths import BENCH, WORK
 
 
@@ -55,11 +56,15 @@ class Database:
         return WORK / "sqlite" / f"{name}.sqlite3"
 
     def env(self, name: str) -> dict[str, str]:
-        """BENCH_* variables selecting this database for a project."""
+        """BENCH_* variables selecting this database for a project (and, on
+        PostgreSQL, BENCH_PG_DSN for projects that connect without Django)."""
         target = str(self.sqlite_path(name)) if self.vendor == "sqlite" else name
         if self.vendor == "sqlite":
             self.sqlite_path(name).parent.mkdir(parents=True, exist_ok=True)
-        return {"BENCH_DB_VENDOR": self.vendor, "BENCH_DB_NAME": target}
+        env = {"BENCH_DB_VENDOR": self.vendor, "BENCH_DB_NAME": target}
+        if self.vendor == "postgresql":
+            env["BENCH_PG_DSN"] = postgres_dsn(name)
+        return env
 
 
 DATABASES = {

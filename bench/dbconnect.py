@@ -3,18 +3,21 @@
 import os
 
 
+def postgres_dsn(dbname: str) -> str:
+    """The URL of database dbname on the benchmark's server (libpq and asyncpg
+    both read this form)."""
+    host = os.environ.get("BENCH_PG_HOST", "127.0.0.1")
+    port = os.environ.get("BENCH_PG_PORT", "5432")
+    user = os.environ.get("BENCH_PG_USER", "postgres")
+    return f"postgresql://{user}@{host}:{port}/{dbname}"
+
+
 def connect(vendor: str, dbname: str, *, autocommit: bool = False):
     """Connect to the PostgreSQL or MariaDB server with the harness's credentials."""
     if vendor == "postgresql":
         import psycopg
 
-        return psycopg.connect(
-            host=os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
-            port=int(os.environ.get("BENCH_PG_PORT", "5432")),
-            user=os.environ.get("BENCH_PG_USER", "postgres"),
-            dbname=dbname,
-            autocommit=autocommit,
-        )
+        return psycopg.connect(postgres_dsn(dbname), autocommit=autocommit)
     if vendor == "mysql":
         if os.environ.get("BENCH_MYSQL_DRIVER", "mysqlclient") == "pymysql":
             import pymysql

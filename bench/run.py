@@ -81,7 +81,10 @@ def main() -> None:
         if reason is None:
             try:
                 installed[system.key] = venvs.ensure(
-                    system.key, list(system.requirements), editable=system.editable
+                    system.key,
+                    list(system.requirements),
+                    editable=system.editable,
+                    mysql="mariadb" in system.databases,
                 )
             except Exception as error:
                 reason = f"install failed: {error}"
@@ -90,7 +93,8 @@ def main() -> None:
             print(f"  skipping {system.title}: {reason}", flush=True)
 
     # One MySQL driver for everybody, so MariaDB numbers compare like with like.
-    has_c_driver = all(v["mysqlclient"] for v in [tools, *installed.values()])
+    on_mariadb = [installed.get(s.key) for s in systems if "mariadb" in s.databases]
+    has_c_driver = all(v["mysqlclient"] for v in [tools, *on_mariadb] if v is not None)
     mysql_driver = "mysqlclient" if has_c_driver else "pymysql"
     base_env = {"BENCH_MYSQL_DRIVER": mysql_driver}
     env = {**os.environ, **base_env}
@@ -115,7 +119,8 @@ def main() -> None:
         "columns": columns,
     }
     for system in systems:
-        drains = sizes.drain_ours if system.ours else sizes.drain_peers
+        full = system.ours or system.full_drains
+        drains = sizes.drain_ours if full else sizes.drain_peers
         for variant in system.variants():
             column = {
                 "system": system.key,

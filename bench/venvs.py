@@ -24,8 +24,15 @@ def _pip(python: Path, args: list[str], log: Path) -> bool:
     return result.returncode == 0
 
 
-def ensure(name: str, requirements: list[str], *, editable: str | None = None) -> dict:
-    """Return {'python', 'mysqlclient'} for venv `name`, installing what it lacks.
+def ensure(
+    name: str,
+    requirements: list[str],
+    *,
+    editable: str | None = None,
+    mysql: bool = True,
+) -> dict:
+    """Return {'python', 'mysqlclient'} for venv `name`, installing what it lacks
+    (with the MySQL drivers unless ``mysql`` is false: a PostgreSQL-only system).
 
     A stamp file remembers what was installed, so a reused venv is only
     reinstalled when the requirements change.
@@ -34,6 +41,8 @@ def ensure(name: str, requirements: list[str], *, editable: str | None = None) -
     python = venv / "bin" / "python"
     stamp = venv / "bench-stamp.json"
     wanted = {"requirements": requirements, "editable": editable}
+    if not mysql:  # stamped only when off, so the existing venvs stay valid
+        wanted["mysql"] = False
     if stamp.exists():
         have = json.loads(stamp.read_text())
         if {k: have.get(k) for k in wanted} == wanted:
@@ -43,11 +52,11 @@ def ensure(name: str, requirements: list[str], *, editable: str | None = None) -
     print(f"  installing venv {name} (log: {log})", flush=True)
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    args = [*requirements, "PyMySQL>=1.1"]
+    args = [*requirements, *(["PyMySQL>=1.1"] if mysql else [])]
     if editable:
         args += ["-e", editable]
     if not _pip(python, args, log):
         raise RuntimeError(f"pip install failed for {name}; see {log}")
-    has_mysqlclient = _pip(python, [MYSQLCLIENT], log)
+    has_mysqlclient = mysql and _pip(python, [MYSQLCLIENT], log)
     stamp.write_text(json.dumps({**wanted, "mysqlclient": has_mysqlclient}))
     return {"python": python, "mysqlclient": has_mysqlclient}

@@ -29,6 +29,8 @@ class Sizes:
     bulk_repeats: int
     latency_n: int
     latency_gap: float
+    # Ours (and peers with full_drains) drain each of drain_ours; the others
+    # the smallest alone. The first sizes match, so drains compare like for like.
     drain_ours: tuple[int, ...]
     drain_peers: tuple[int, ...]
     ceiling_n: int
@@ -41,7 +43,7 @@ class Sizes:
     mixed_load: float = 0.8
 
 
-FULL = Sizes(1_000, 3, 10_000, 3, 500, 0.02, (10_000, 100_000), (5_000,), 3_000, 3)
+FULL = Sizes(1_000, 3, 10_000, 3, 500, 0.02, (5_000, 100_000), (5_000,), 3_000, 3)
 QUICK = Sizes(
     200,
     1,
@@ -49,7 +51,7 @@ QUICK = Sizes(
     1,
     100,
     0.02,
-    (2_000,),
+    (500, 2_000),
     (500,),
     500,
     1,
@@ -75,11 +77,14 @@ class Target:
         self.tag = f"{system.key}-{variant.key}-{database.key}"
         self.latency_file = WORK / "latency" / f"{self.tag}.txt"
         self.latency_file.parent.mkdir(parents=True, exist_ok=True)
+        db_env = database.env(system.db_name)
         self.env = {
             **os.environ,
             **base_env,
-            **database.env(system.db_name),
+            **db_env,
+            **system.environment(db_env.get("BENCH_PG_DSN")),
             **variant.env,
+            "BENCH_STORE": system.store,
             "BENCH_LATENCY_FILE": str(self.latency_file),
             "PYTHONUNBUFFERED": "1",
         }
@@ -109,10 +114,10 @@ class Target:
         return result_of(out)
 
     def setup(self) -> None:
-        """Recreate the throwaway database and migrate it."""
+        """Recreate the throwaway database and create the system's tables."""
         self.database.recreate(self.system.db_name, self.tools_python, self.env)
         procs.run(
-            self.system.manage(self.python, "migrate", "-v", "0"),
+            self.system.install_argv(self.python),
             env=self.env,
             cwd=self.system.project,
             timeout=300,

@@ -1,5 +1,6 @@
 """The interface every system adapter implements, with the shared defaults."""
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,13 @@ class System:
     has_priority = True  # orders ready jobs by django.tasks-style priority
     processes = 2  # the worker-process budget every system gets
     threads = 1  # tasks one worker process runs at once
+    # How the driver reaches the system's tables (projects/_common/driver.py):
+    # "django", the project's settings; "psycopg", one plain connection
+    # (PostgreSQL only, for systems that are not Django apps).
+    store = "django"
+    # Drain the sizes ours drains (up to 100,000 jobs), not only the peers'
+    # smaller one: for peers fast enough to do so in a minute or two.
+    full_drains = False
 
     @property
     def concurrency(self) -> int:
@@ -42,7 +50,7 @@ class System:
 
     @property
     def project(self) -> Path:
-        """The Django project directory the driver and workers run in."""
+        """The project directory (Django or not) the driver and workers run in."""
         return PROJECTS / self.key
 
     @property
@@ -53,6 +61,20 @@ class System:
     def unavailable(self) -> str | None:
         """Why this system cannot run right now, or None."""
         return None
+
+    def environment(self, dsn: str | None) -> dict[str, str]:
+        """Variables the project's commands need beyond the BENCH_* ones
+        (``dsn``: the PostgreSQL database's connection string, else None)."""
+        return {}
+
+    def script_path(self) -> str:
+        """PYTHONPATH for a project run by its system's own console script (not
+        manage.py): the project (its tasks), then the shared modules."""
+        return os.pathsep.join([str(self.project), str(PROJECTS / "_common")])
+
+    def install_argv(self, python: Path) -> list[str]:
+        """Command creating the system's tables in the fresh database."""
+        return self.manage(python, "migrate", "-v", "0")
 
     def variants(self) -> list[Variant]:
         """The configurations to measure (one by default)."""

@@ -1,9 +1,10 @@
-"""Helpers the per-project bench_api modules share."""
+"""Helpers the Django projects' bench_api modules share."""
 
 from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Count, Max, Min, QuerySet
+from prefill import prefill_in_chunks
 
 
 def finished_stats(
@@ -18,17 +19,6 @@ def finished_stats(
         agg["first"].timestamp() if agg["first"] else None,
         agg["last"].timestamp() if agg["last"] else None,
     )
-
-
-def prefill_in_chunks(
-    enqueue_chunk: Callable[[int], object], n: int, chunk: int
-) -> None:
-    """Call enqueue_chunk(size) until n jobs exist, chunk at a time."""
-    done = 0
-    while done < n:
-        size = min(chunk, n - done)
-        enqueue_chunk(size)
-        done += size
 
 
 def prefill_in_transactions(enqueue_one: Callable[[], object], n: int) -> None:

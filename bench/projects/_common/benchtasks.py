@@ -1,6 +1,8 @@
 """Task bodies shared by every project: a no-op, a start-time recorder and an
-I/O-bound sleep for the mixed workload (the harness passes 10 ms)."""
+I/O-bound sleep for the mixed workload (the harness passes 10 ms), also as a
+coroutine for the systems that run only coroutines (pgqueuer, oban)."""
 
+import asyncio
 import os
 import time
 
@@ -34,4 +36,11 @@ def sleep_io(marker: int, seconds: float) -> None:
     """Sleep (I/O-bound: frees the GIL), then append '<marker> <start> <end>'."""
     started = time.time()
     time.sleep(seconds)
+    append_line(f"{marker} {started:.6f} {time.time():.6f}")
+
+
+async def sleep_io_async(marker: int, seconds: float) -> None:
+    """sleep_io for asyncio systems: the same wait, awaited on the event loop."""
+    started = time.time()
+    await asyncio.sleep(seconds)
     append_line(f"{marker} {started:.6f} {time.time():.6f}")

@@ -3,8 +3,14 @@
 Run with the project directory as cwd. Prints one line 'BENCH_RESULT <json>'.
 Each project provides a bench_api module with TABLE_PREFIXES, enqueue_noop(),
 enqueue_latency(marker), enqueue_sleep(marker, seconds, queue, priority),
-enqueue_bulk(n) or None, prefill(n), finished() and failed(); steady_queue's
-also fill_history(finished, ready) and flush_measured() for the scale run.
+enqueue_bulk(n) or None, prefill(n), finished() and failed(); optionally
+atomic(), a transaction its enqueue calls join (default: the store's);
+steady_queue's also fill_history(finished, ready) and flush_measured() for the
+scale run.
+
+The database is reached through a store chosen by BENCH_STORE: the project's
+Django settings (djangostore, the default) or, for a system that is not a
+Django app, one psycopg connection (pgstore).
 """
 
 import argparse
@@ -18,15 +24,16 @@ COMMON = Path(__file__).resolve().parent
 sys.path[:0] = [str(Path.cwd()), str(COMMON), str(COMMON.parents[1])]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
 
-import django  # noqa: E402
-
-django.setup()
+if os.environ.get("BENCH_STORE", "django") == "psycopg":
+    import pgstore as store
+else:
+    import djangostore as store  # sets Django up, before bench_api imports models
 
 import bench_api  # noqa: E402
 from benchtasks import MIXED_QUEUES  # noqa: E402
-from django.core.management.color import no_style  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
 from measure import poll  # noqa: E402
+
+atomic = getattr(bench_api, "atomic", store.atomic)
 
 # Queue of the mixed workload's job i (i modulo 10): 2 in 10 critical, 5 default,
 # 3 low, interleaved.
@@ -39,9 +46,7 @@ MIXED_PATTERN = (
 def system_tables() -> list[str]:
     """Every table of the system under test, found by its name prefixes."""
     return sorted(
-        t
-        for t in connection.introspection.table_names()
-        if t.startswith(tuple(bench_api.TABLE_PREFIXES))
+        t for t in store.table_names() if t.startswith(tuple(bench_api.TABLE_PREFIXES))
     )
 
 
@@ -54,10 +59,7 @@ def flush() -> None:
     if getattr(bench_api, "flush_measured", None):
         bench_api.flush_measured()
         return
-    sql = connection.ops.sql_flush(
-        no_style(), system_tables(), reset_sequences=True, allow_cascade=True
-    )
-    connection.ops.execute_sql_flush(sql)
+    store.flush(system_tables())
 
 
 def analyze(vacuum: bool = False) -> None:
@@ -67,24 +69,21 @@ def analyze(vacuum: bool = False) -> None:
     would have while a real history built up over hours; left to autovacuum,
     that catch-up would run during the next measurement.
     """
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("ANALYZE")
-            return
-        command = {"mysql": "ANALYZE TABLE", "postgresql": "ANALYZE"}[connection.vendor]
-        if vacuum and connection.vendor == "postgresql":
-            command = "VACUUM ANALYZE"
-        for table in system_tables():
-            cursor.execute(f"{command} {connection.ops.quote_name(table)}")
-            if connection.vendor == "mysql":
-                cursor.fetchall()
-        if vacuum and connection.vendor == "postgresql":
-            # Write out the pages the history dirtied now, not in a checkpoint
-            # during the next measurement (a superuser's right; else skipped).
-            try:
-                cursor.execute("CHECKPOINT")
-            except Exception as error:
-                print(f"CHECKPOINT skipped: {error}", file=sys.stderr)
+    if store.VENDOR == "sqlite":
+        store.execute("ANALYZE")
+        return
+    command = {"mysql": "ANALYZE TABLE", "postgresql": "ANALYZE"}[store.VENDOR]
+    if vacuum and store.VENDOR == "postgresql":
+        command = "VACUUM ANALYZE"
+    for table in system_tables():
+        store.execute(f"{command} {store.quote(table)}")
+    if vacuum and store.VENDOR == "postgresql":
+        # Write out the pages the history dirtied now, not in a checkpoint
+        # during the next measurement (a superuser's right; else skipped).
+        try:
+            store.execute("CHECKPOINT")
+        except Exception as error:
+            print(f"CHECKPOINT skipped: {error}", file=sys.stderr)
 
 
 def raise_if_failed() -> None:
@@ -234,7 +233,7 @@ def cmd_mixed_burst(args) -> dict:
     """Commit n mixed jobs in one transaction (a backlog that appears at once)."""
     path = reset_file(args.file)
     began = time.time()
-    with transaction.atomic():
+    with atomic():
         for i in range(args.n):
             enqueue_mixed(i, args.seconds)
     committed = time.time()
@@ -261,11 +260,10 @@ def cmd_wait(args) -> dict:
 
 def cmd_counts(args) -> dict:
     """Row count of every table of the system."""
-    counts = {}
-    with connection.cursor() as cursor:
-        for table in system_tables():
-            cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
-            counts[table] = cursor.fetchone()[0]
+    counts = {
+        table: store.scalar(f"SELECT COUNT(*) FROM {store.quote(table)}")
+        for table in system_tables()
+    }
     return {"tables": counts, "prefixes": list(bench_api.TABLE_PREFIXES)}
 
 

@@ -1,6 +1,7 @@
 """procrastinate operations for the benchmark driver (bulk = batch_defer)."""
 
-from benchapi import finished_stats, prefill_in_chunks
+from benchapi import finished_stats
+from prefill import prefill_in_chunks
 from procrastinate.contrib.django.models import ProcrastinateEvent
 from tasks import noop, record_start, sleep_io
 

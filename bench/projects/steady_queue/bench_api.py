@@ -2,9 +2,10 @@
 
 import os
 
-from benchapi import count_rows, finished_stats, prefill_in_chunks
+from benchapi import count_rows, finished_stats
 from django.apps import apps
 from django.db import connection, transaction
+from prefill import prefill_in_chunks
 from tasks import noop, record_start, sleep_io
 
 from steady_queue import enqueue_many
