@@ -291,4 +291,3 @@ def with_retry_decided(outcome):
     if wait is None:
         return outcome
     return replace(outcome, retry_at=outcome.finished_at + timedelta(seconds=wait))
-
