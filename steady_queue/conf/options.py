@@ -24,6 +24,8 @@ class WorkerConfig:
     # (RSS, in MB) is over this after a job. None: never.
     max_tasks: int | None = None
     max_memory_mb: float | None = None
+    # Claim short jobs ahead of free threads (processes/prefetch.py).
+    claim_ahead: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -126,6 +126,7 @@ _WORKER_READERS = {
     "polling_interval": _duration,
     "max_tasks": lambda v, w, e: None if v is None else _positive_int(v, w, e),
     "max_memory_mb": lambda v, w, e: None if v is None else _megabytes(v, w, e),
+    "claim_ahead": _boolean,
 }
 
 _DISPATCHER_READERS = {

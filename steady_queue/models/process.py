@@ -167,14 +167,16 @@ class Process(models.Model):
             others = self.deregister(claims_error=others_error)
         return failed, others
 
-    def deregister(self, claims_error=None):
+    def deregister(self, claims_error=None, never_started=()):
         """Delete this row; release its claims to ready, or fail them with an error.
 
-        Returns the ids of the jobs whose claims were resolved. The row is
-        locked first: a claim takes a shared lock on its process's row (see
-        ReadyExecution.objects.claim), so no claim can commit between the
-        claims being resolved here and the row being deleted, which would
-        leave it held by nobody.
+        Claims of ``never_started`` jobs (taken ahead by a worker that died
+        before starting them) go back to ready, counting no attempt, even
+        with an error. Returns the ids of the jobs whose claims were released,
+        or, with an error, failed. The row is locked first: a claim takes a
+        shared lock on its process's row (see ReadyExecution.objects.claim),
+        so no claim can commit between the claims being resolved here and the
+        row being deleted, which would leave it held by nobody.
         """
         db = self._state.db
         rows = type(self).objects.using(db).filter(pk=self.pk)
@@ -185,6 +187,8 @@ class Process(models.Model):
             if claims_error is None:
                 job_ids = self.claims().release_all(worker_ids_by_process=workers)
             else:
+                if never_started:
+                    self.claims().filter(job_id__in=never_started).release_all()
                 # Job by job: one row that cannot be written must not keep
                 # the others (and this row) from being resolved.
                 jobs = self.claims().fail_each_with(

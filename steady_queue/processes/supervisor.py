@@ -44,6 +44,8 @@ class Child:
     killed_because: str | None = None
     # {job id: error} of the jobs it was killed for not stopping at their timeout.
     overruns: dict | None = None
+    # Fork mode, a worker: the claims it took ahead and never started.
+    claims_ahead: object = None
 
 
 class Supervisor(Runnable):
@@ -282,11 +284,24 @@ class Supervisor(Runnable):
             )
 
     def resolve_claims_of(self, child, error, reason):
-        """Remove a gone child's row and fail the claims it still held with error."""
+        """Remove a gone child's row and fail the claims it still held with
+        error; those it had taken ahead and never started go back to ready."""
+        never_started = (
+            child.claims_ahead.never_started() if child.claims_ahead else set()
+        )
+        if never_started:
+            logger.info(
+                "%s %s: %s claim(s) it took ahead and never started go back to ready",
+                child.spec.kind,
+                child.name,
+                len(never_started),
+            )
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
-            return row.deregister(claims_error=error) if row else []
+            if row is None:
+                return []
+            return row.deregister(claims_error=error, never_started=never_started)
 
         self.settle(
             child.name,

@@ -5,22 +5,27 @@ interrupted, so the worker fails it and exits to be replaced; and it recycles
 itself (max_tasks, max_memory_mb) by draining and exiting the same way.
 """
 
+import collections
 import logging
 import threading
 import time
+from dataclasses import replace
 from inspect import iscoroutinefunction
 
 from django.db import transaction
+from django.utils import timezone
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
+from .claims_ahead import UNSHARED
 from .listener import ReadyListener
 from .outcome_recorder import OutcomeRecorder
 from .poller import Poller
 from .pool import Pool
+from .prefetch import Prefetch
 from .queue_selector import QueueSelector
 from .recycling import Recycler
 from .sentinel import Deadlines
@@ -63,6 +68,13 @@ class Worker(Poller):
         self.recorder = OutcomeRecorder(
             self.database, self.options.preserve_finished_jobs, self.description
         )
+        # Claims taken ahead of free threads (short jobs only), started as
+        # threads free up; main loop only.
+        self.waiting = collections.deque()
+        self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
+        # Fork mode: shared with the supervisor (see fork_supervisor), which
+        # puts these back to ready should this process die.
+        self.claims_ahead = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
         # Job id -> the future of its coroutine on the pool's loop: what a
@@ -113,6 +125,13 @@ class Worker(Poller):
     def poll(self):
         if self.claims_uncertain:
             self.release_unknown_claims()
+        self.start_waiting()
+        flush_in = self.recorder.due_in(running=self.running_count())
+        if flush_in:
+            # Outcomes wait (a few ms) for the jobs still running beside them,
+            # and so does the claim: written and refilled together, the
+            # threads stay in step instead of cycling one job at a time.
+            return self.sleep_at_most(flush_in)
         self.record_outcomes()
         if self.in_flight and time.monotonic() >= self.next_claim_check:
             self.stop_lost_jobs()
@@ -121,8 +140,9 @@ class Worker(Poller):
             return 0
         if self.recycler.reason is not None:
             return self.drain_to_recycle()
-        idle = self.pool.idle_threads
-        wanted = self.recycler.claim_limit(idle)
+        self.start_waiting()
+        room = self.pool.idle_threads + self.prefetch.size() - len(self.waiting)
+        wanted = self.recycler.claim_limit(room)
         if self.stopping or wanted <= 0:
             return self.sleep_at_most(FULL_POOL_WAIT)
         try:
@@ -140,9 +160,25 @@ class Worker(Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
-            self.perform(claim)
-        delay = 0 if len(claims) == idle else self.polling_interval
+        self.waiting.extend(claims)
+        self.start_waiting()
+        for claim in self.waiting:
+            self.claims_ahead.hold(claim.job.pk)
+        delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
+
+    def start_waiting(self):
+        """Start claimed jobs on the idle threads, in claim order."""
+        while self.waiting and self.pool.idle_threads > 0:
+            claim = self.waiting.popleft()
+            self.claims_ahead.release(claim.job.pk)
+            # The attempt starts now: a claim taken ahead waited for a thread.
+            self.perform(replace(claim, claimed_at=timezone.now()))
+
+    def running_count(self):
+        """How many claimed jobs are running (started, no outcome yet)."""
+        finished = len(self.recorder.pending) + len(self.recorder.arrived)
+        return len(self.in_flight) - finished - len(self.waiting)
 
     def sleep_at_most(self, delay):
         """Shorten a sleep to wake for the next deadline or claim check."""
@@ -225,6 +261,7 @@ class Worker(Poller):
     def record_outcomes(self):
         """Write every finished run in one transaction, then report them."""
         recorded, done, outage = self.recorder.record(self.process.pk)
+        self.prefetch.observe(done)
         for outcome in done:
             self.forget(outcome.job.pk)
         for outcome in recorded:
@@ -308,22 +345,27 @@ class Worker(Poller):
         if not running:
             return
         lost = sorted(running - self.process.still_holds(running))
-        threads, coroutines = [], []
+        waiting = {claim.job.pk for claim in self.waiting}
+        threads, stopped = [], []
         for job_id in lost:
             future = self.coroutines.get(job_id)
-            if future is not None:
+            if job_id in waiting:
+                # Claimed ahead and never started: dropped, nothing to stop.
+                stopped.append(job_id)
+            elif future is not None:
                 future.cancel()
-                coroutines.append(job_id)
+                stopped.append(job_id)
             else:
                 threads.append(job_id)
             self.forget(job_id)
-        if coroutines:
-            # Cancelled on the loop: a limited one's slot is free again. Should
-            # this fail, the slot is given back when this process deregisters.
-            self.stop_cancelled_runs(coroutines)
+        if stopped:
+            # Cancelled on the loop, or never started: a limited one's slot is
+            # free again. Should this fail, the slot is given back when this
+            # process deregisters.
+            self.stop_cancelled_runs(stopped)
         if lost:
             how = (
-                "its coroutine was cancelled"
+                "it was stopped (its coroutine cancelled, or it had not started)"
                 if not threads
                 else "draining to be replaced, as a thread cannot be stopped; "
                 "its other running jobs get shutdown_timeout to finish"
@@ -356,6 +398,11 @@ class Worker(Poller):
     def forget(self, job_id):
         """This job is no longer this worker's to run or record."""
         self.in_flight.discard(job_id)
+        self.claims_ahead.release(job_id)
+        if self.waiting and any(c.job.pk == job_id for c in self.waiting):
+            self.waiting = collections.deque(
+                c for c in self.waiting if c.job.pk != job_id
+            )
         self.coroutines.pop(job_id, None)
         self.deadlines.forget(job_id)
 
@@ -382,10 +429,23 @@ class Worker(Poller):
         self.replacement_reason = reason
         self.stop()
 
+    def hand_back_waiting(self):
+        """Put the claims taken ahead, never started, back to ready."""
+        if not self.waiting:
+            return
+        job_ids = [claim.job.pk for claim in self.waiting]
+        # Without a worker name: a job that never started counts no attempt.
+        ClaimedExecution.objects.using(self.database).held_by(self.process.pk).filter(
+            job_id__in=job_ids
+        ).release_all()
+        for job_id in job_ids:
+            self.forget(job_id)
+
     def stop_working(self):
         """Let running jobs finish up to shutdown_timeout, then hand the rest back."""
         if self.listener is not None:
             self.listener.stop()
+        self.guard.call(self.hand_back_waiting)
         timeout = 0 if self.immediate else self.options.shutdown_timeout
         deadline = time.monotonic() + timeout
         # in_flight, not the pool: a thread abandoned past its timeout stays busy.

@@ -28,6 +28,10 @@ class HeldPool:
     def post_coroutine(self, coroutine_function):
         self.held.append(lambda: asyncio.run(coroutine_function()))
 
+    def run_first(self):
+        """Run the first held job alone, reporting its result."""
+        self.on_done(self.held.pop(0)())
+
     def run_all(self):
         """Run every held job, in the order posted, reporting each result."""
         held, self.held = self.held, []

@@ -19,6 +19,7 @@ from steady_queue.models import (
     Process,
     ReadyExecution,
 )
+from steady_queue.processes.outcome_recorder import FLUSH_WINDOW
 from steady_queue.processes.queue_selector import QueueSelector
 from steady_queue.processes.worker import CLAIM_CHECK_INTERVAL, FULL_POOL_WAIT
 
@@ -135,6 +136,41 @@ def test_outcomes_are_recorded_at_the_next_poll(make_worker):
         and not worker.recorder.arrived
         and not worker.recorder.pending
     )
+
+
+def test_an_outcome_waits_a_few_ms_for_the_jobs_still_running_beside_it(make_worker):
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=2)
+    worker.poll()
+
+    worker.pool.run_first()
+    # The other job still runs: its outcome may come within the window, to be
+    # written in the same transaction, and the claim to refill both threads.
+    assert 0 < worker.poll() <= FLUSH_WINDOW
+    assert claimed_ids(worker) == job_ids(first, second)
+
+    worker.pool.run_all()
+    # Nothing runs any more: no reason to wait.
+    worker.poll()
+
+    assert not ClaimedExecution.objects.exists()
+    assert not worker.in_flight
+
+
+def test_an_outcome_is_written_once_its_window_has_passed(make_worker):
+    quick, slow = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=2)
+    worker.poll()
+
+    worker.pool.run_first()
+    wait_for(
+        lambda: worker.recorder.due_in(running=1) == 0,
+        message="the flush window passed",
+    )
+    worker.poll()
+
+    assert claimed_ids(worker) == job_ids(slow)
+    assert refreshed(quick)[0].status == TaskResultStatus.SUCCESSFUL
 
 
 def test_a_real_pool_runs_sync_and_async_jobs_on_its_own_threads(make_worker):

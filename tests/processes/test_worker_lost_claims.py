@@ -56,7 +56,7 @@ def test_a_cancelled_coroutine_is_cancelled_on_the_loop(make_worker, tmp_path, c
     wait_for(lambda: lines(notes) == ["started", "cancelled"], message="cancelled")
     wait_for(lambda: worker.pool.is_idle, message="its slot to free up")
     assert f"job(s) {result.id} no longer held" in caplog.text
-    assert "its coroutine was cancelled" in caplog.text
+    assert "its coroutine cancelled" in caplog.text
     assert worker.recycler.reason is None
     worker.poll()
     assert_cancelled(result)

@@ -1,0 +1,120 @@
+"""Worker, in-process: claims taken ahead of free threads while jobs are short.
+
+A claim and a finish then serve a batch of short jobs instead of one per
+freed thread. A claim taken ahead waits in the worker until a thread frees
+up; at a stop it goes back to ready without counting an attempt, and one
+cancelled meanwhile is dropped without running.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution, ReadyExecution
+from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
+
+from .. import tasks
+from .test_worker import claimed_ids, job_ids, refreshed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Ran:
+    """An outcome's timing, as Prefetch.observe reads it."""
+
+    def __init__(self, seconds):
+        self.finished_at = timezone.now()
+        self.claimed_at = self.finished_at - timedelta(seconds=seconds)
+
+
+def short_runs_seen(worker):
+    worker.prefetch.observe([Ran(0.001)] * 5)
+
+
+def test_nothing_is_claimed_ahead_before_runs_are_seen_or_when_they_are_long():
+    prefetch = Prefetch(threads=3)
+    assert prefetch.size() == 0
+
+    prefetch.observe([Ran(AHEAD_SECONDS * 2)])
+    assert prefetch.size() == 0
+
+
+def test_short_runs_are_claimed_ahead_by_their_run_time_up_to_a_bound():
+    prefetch = Prefetch(threads=3)
+    prefetch.observe([Ran(0.01)])
+    # About AHEAD_SECONDS of work per thread.
+    assert prefetch.size() == int(3 * AHEAD_SECONDS / 0.01)
+
+    prefetch.observe([Ran(0.0001)] * 50)
+    assert prefetch.size() == MAX_AHEAD
+
+
+def test_with_short_runs_a_poll_claims_ahead_and_starts_them_as_threads_free_up(
+    make_worker,
+):
+    results = [tasks.add.enqueue(n, n) for n in range(6)]
+    worker = make_worker(threads=2)
+    short_runs_seen(worker)
+    worker.poll()
+
+    # Every job is claimed in one claim; two run, four wait for a thread.
+    assert claimed_ids(worker) == job_ids(*results)
+    assert len(worker.pool.held) == 2 and len(worker.waiting) == 4
+    assert worker.running_count() == 2
+
+    for _ in range(3):
+        worker.pool.run_all()
+        worker.poll()
+    worker.pool.run_all()
+    worker.poll()
+
+    assert all(r.status == TaskResultStatus.SUCCESSFUL for r in refreshed(*results))
+    assert not ClaimedExecution.objects.exists() and not worker.in_flight
+
+
+def test_a_claim_taken_ahead_goes_back_to_ready_at_a_stop_without_an_attempt(
+    make_worker,
+):
+    running, ahead = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=1)
+    short_runs_seen(worker)
+    worker.poll()
+    assert [claim.job.pk for claim in worker.waiting] == [int(ahead.id)]
+
+    worker.pool.run_all()
+    worker.stop_working()
+
+    assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == {
+        int(ahead.id)
+    }
+    (ahead,) = refreshed(ahead)
+    assert ahead.worker_ids == [] and ahead.started_at is None
+    assert refreshed(running)[0].status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_claim_taken_ahead_and_cancelled_is_dropped_without_running(make_worker):
+    running, ahead = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=1)
+    short_runs_seen(worker)
+    worker.poll()
+
+    ClaimedExecution.objects.filter(job_id=int(ahead.id)).cancel_all("alice")
+    worker.next_claim_check = 0
+    worker.poll()
+
+    assert not worker.waiting and worker.in_flight == {int(running.id)}
+    # A never-started job needs no drain: the worker goes on.
+    assert worker.recycler.reason is None
+    assert refreshed(ahead)[0].status == TaskResultStatus.FAILED
+
+
+def test_claim_ahead_false_claims_for_idle_threads_only(make_worker):
+    results = [tasks.add.enqueue(n, n) for n in range(4)]
+    worker = make_worker(threads=2, claim_ahead=False)
+    short_runs_seen(worker)
+    worker.poll()
+
+    assert len(claimed_ids(worker)) == 2 and not worker.waiting
+    assert len(results) == 4
