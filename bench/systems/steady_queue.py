@@ -6,7 +6,7 @@ from paths import REPO
 
 from systems.base import DJANGO, System, Variant
 
-THREADS = "8"
+THREADS = "3"
 
 
 class SteadyQueue(System):

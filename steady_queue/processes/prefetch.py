@@ -6,7 +6,7 @@
 # other workers (nor failed with this worker, should it crash).
 AHEAD_SECONDS = 0.05
 # The most claims taken ahead, whatever the run times.
-MAX_AHEAD = 32
+MAX_AHEAD = 64
 # Weight of the latest run in the moving average of run times.
 SMOOTHING = 0.2
 

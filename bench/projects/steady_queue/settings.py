@@ -16,7 +16,7 @@ TASKS = {
                     # The scale run serves "default" alone: its backlog of
                     # ready jobs waits in another queue (bench/scale.py).
                     "queues": env("BENCH_WORKER_QUEUES", "*").split(","),
-                    "threads": int(env("BENCH_WORKER_THREADS", "8")),
+                    "threads": int(env("BENCH_WORKER_THREADS", "3")),
                     "processes": int(env("BENCH_WORKER_PROCESSES", "2")),
                     "polling_interval": float(env("BENCH_POLLING_INTERVAL", "0.1")),
                 }
