@@ -155,6 +155,7 @@ class Worker(Poller):
             self.claims_uncertain = True
             raise
         self.recycler.count_claimed(len(claims))
+        self.prefetch.claimed(wanted, len(claims))
         if claims and not self.in_flight:
             # Fresh claims are held: the first check is due an interval on.
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL

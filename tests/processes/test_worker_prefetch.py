@@ -31,18 +31,33 @@ class Ran:
 
 def short_runs_seen(worker):
     worker.prefetch.observe([Ran(0.001)] * 5)
+    # The last claim took all it asked for: a backlog waits.
+    worker.prefetch.claimed(1, 1)
 
 
 def test_nothing_is_claimed_ahead_before_runs_are_seen_or_when_they_are_long():
     prefetch = Prefetch(threads=3)
+    prefetch.claimed(3, 3)
     assert prefetch.size() == 0
 
     prefetch.observe([Ran(AHEAD_SECONDS * 2)])
     assert prefetch.size() == 0
 
 
+def test_nothing_is_claimed_ahead_without_a_backlog():
+    prefetch = Prefetch(threads=3)
+    prefetch.observe([Ran(0.001)])
+    # The last claim found fewer jobs than it asked for.
+    prefetch.claimed(3, 1)
+    assert prefetch.size() == 0
+
+    prefetch.claimed(3, 3)
+    assert prefetch.size() > 0
+
+
 def test_short_runs_are_claimed_ahead_by_their_run_time_up_to_a_bound():
     prefetch = Prefetch(threads=3)
+    prefetch.claimed(3, 3)
     prefetch.observe([Ran(0.01)])
     # About AHEAD_SECONDS of work per thread.
     assert prefetch.size() == int(3 * AHEAD_SECONDS / 0.01)
