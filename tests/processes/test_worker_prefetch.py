@@ -6,33 +6,16 @@ up; at a stop it goes back to ready without counting an attempt, and one
 cancelled meanwhile is dropped without running.
 """
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 
 from .. import tasks
-from .test_worker import claimed_ids, job_ids, refreshed
+from .test_worker import Ran, claimed_ids, job_ids, refreshed, short_runs_seen
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Ran:
-    """An outcome's timing, as Prefetch.observe reads it."""
-
-    def __init__(self, seconds):
-        self.finished_at = timezone.now()
-        self.claimed_at = self.finished_at - timedelta(seconds=seconds)
-
-
-def short_runs_seen(worker):
-    worker.prefetch.observe([Ran(0.001)] * 5)
-    # The last claim took all it asked for: a backlog waits.
-    worker.prefetch.claimed(1, 1)
 
 
 def test_nothing_is_claimed_ahead_before_runs_are_seen_or_when_they_are_long():
