@@ -13,17 +13,27 @@ SMOOTHING = 0.2
 
 class Prefetch:
     """Claims a worker may take beyond its idle threads: none until runs are
-    seen, then about AHEAD_SECONDS of work per thread, at most MAX_AHEAD.
+    seen to be short and a backlog waits, then about AHEAD_SECONDS of work per
+    thread, at most MAX_AHEAD.
 
-    Jobs of 50 ms or longer are never claimed ahead. With short jobs, the
-    round trips of claims and finishes, not the jobs, bound a worker: a claim
-    and a finish for a batch instead of one per freed thread.
+    Jobs of 50 ms or longer are never claimed ahead. With short jobs and a
+    backlog, the round trips of claims and finishes, not the jobs, bound a
+    worker: a claim and a finish for a batch instead of one per freed thread.
+    Without a backlog (the last claim found fewer jobs than it asked for)
+    nothing is claimed ahead: a job arriving then would only wait behind
+    others held here, where another worker's free thread could run it.
     """
 
     def __init__(self, threads):
         self.threads = threads
         # Moving average of run times (seconds); None until a run is seen.
         self.average = None
+        # Whether the last claim took all it asked for: more jobs are waiting.
+        self.backlog = False
+
+    def claimed(self, wanted, got):
+        """Note what the last claim asked for and got."""
+        self.backlog = got >= wanted > 0
 
     def observe(self, outcomes):
         """Fold the run times of recorded outcomes into the average."""
@@ -38,7 +48,9 @@ class Prefetch:
 
     def size(self):
         """How many claims to take beyond the idle threads now."""
-        if self.average is None or self.average >= AHEAD_SECONDS:
+        if not self.backlog or self.average is None:
+            return 0
+        if self.average >= AHEAD_SECONDS:
             return 0
         per_thread = AHEAD_SECONDS / max(self.average, 1e-6)
         return min(MAX_AHEAD, int(self.threads * per_thread))

@@ -6,6 +6,7 @@ import signal
 import time
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
@@ -83,9 +84,12 @@ def test_a_killed_worker_sends_the_jobs_it_claimed_ahead_back_to_ready(
     # Short runs first: the worker learns to claim ahead of its thread.
     warm_up = enqueue_records(path, 10, prefix="warm-up")
     wait_until_settled(len(warm_up))
-    [sleeper] = enqueue_sleeps(60, 1)
-    wait_for(lambda: claimed_by(worker) == 1, message="the sleeper to start")
-    behind = enqueue_records(path, 5, prefix="behind")
+    # A backlog: a job that runs long (unexpectedly, after the short ones)
+    # and five more, committed together: the claim after the sleeper's finds
+    # them waiting, and takes them ahead of the busy thread.
+    with transaction.atomic():
+        [sleeper] = enqueue_sleeps(60, 1)
+        behind = enqueue_records(path, 5, prefix="behind")
     wait_for(lambda: claimed_by(worker) == 6, message="the rest claimed ahead")
 
     os.kill(worker.pid, signal.SIGKILL)

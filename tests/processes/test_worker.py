@@ -7,8 +7,10 @@ the test's choice, and no thread or fork is involved. One test runs a real Pool.
 
 import copy
 import logging
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from django.utils.connection import ConnectionDoesNotExist
 
 from steady_queue.compat import TaskResultStatus
@@ -60,6 +62,20 @@ def claimed_ids(worker):
 
 def job_ids(*results):
     return {int(result.id) for result in results}
+
+
+class Ran:
+    """An outcome's timing, as Prefetch.observe reads it."""
+
+    def __init__(self, seconds):
+        self.finished_at = timezone.now()
+        self.claimed_at = self.finished_at - timedelta(seconds=seconds)
+
+
+def short_runs_seen(worker):
+    worker.prefetch.observe([Ran(0.001)] * 5)
+    # The last claim took all it asked for: a backlog waits.
+    worker.prefetch.claimed(1, 1)
 
 
 def test_a_poll_claims_one_job_per_idle_thread_and_hands_them_to_the_pool(
@@ -142,6 +158,8 @@ def test_an_outcome_waits_a_few_ms_for_the_jobs_still_running_beside_it(make_wor
     first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
     worker = make_worker(threads=2)
     worker.poll()
+    # Claiming ahead: short runs seen, and a backlog waiting.
+    short_runs_seen(worker)
 
     worker.pool.run_first()
     # The other job still runs: its outcome may come within the window, to be
@@ -161,6 +179,8 @@ def test_an_outcome_is_written_once_its_window_has_passed(make_worker):
     quick, slow = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
     worker = make_worker(threads=2)
     worker.poll()
+    # Claiming ahead: short runs seen, and a backlog waiting.
+    short_runs_seen(worker)
 
     worker.pool.run_first()
     wait_for(
@@ -171,6 +191,19 @@ def test_an_outcome_is_written_once_its_window_has_passed(make_worker):
 
     assert claimed_ids(worker) == job_ids(slow)
     assert refreshed(quick)[0].status == TaskResultStatus.SUCCESSFUL
+
+
+def test_without_claims_ahead_an_outcome_is_written_at_once(make_worker):
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=2)
+    worker.poll()
+
+    worker.pool.run_first()
+    worker.poll()
+
+    # Written at once, not after a flush window.
+    assert claimed_ids(worker) == job_ids(second)
+    assert refreshed(first)[0].status == TaskResultStatus.SUCCESSFUL
 
 
 def test_a_real_pool_runs_sync_and_async_jobs_on_its_own_threads(make_worker):

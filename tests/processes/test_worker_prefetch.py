@@ -6,43 +6,41 @@ up; at a stop it goes back to ready without counting an attempt, and one
 cancelled meanwhile is dropped without running.
 """
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 
 from .. import tasks
-from .test_worker import claimed_ids, job_ids, refreshed
+from .test_worker import Ran, claimed_ids, job_ids, refreshed, short_runs_seen
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class Ran:
-    """An outcome's timing, as Prefetch.observe reads it."""
-
-    def __init__(self, seconds):
-        self.finished_at = timezone.now()
-        self.claimed_at = self.finished_at - timedelta(seconds=seconds)
-
-
-def short_runs_seen(worker):
-    worker.prefetch.observe([Ran(0.001)] * 5)
-
-
 def test_nothing_is_claimed_ahead_before_runs_are_seen_or_when_they_are_long():
     prefetch = Prefetch(threads=3)
+    prefetch.claimed(3, 3)
     assert prefetch.size() == 0
 
     prefetch.observe([Ran(AHEAD_SECONDS * 2)])
     assert prefetch.size() == 0
 
 
+def test_nothing_is_claimed_ahead_without_a_backlog():
+    prefetch = Prefetch(threads=3)
+    prefetch.observe([Ran(0.001)])
+    # The last claim found fewer jobs than it asked for.
+    prefetch.claimed(3, 1)
+    assert prefetch.size() == 0
+
+    prefetch.claimed(3, 3)
+    assert prefetch.size() > 0
+
+
 def test_short_runs_are_claimed_ahead_by_their_run_time_up_to_a_bound():
     prefetch = Prefetch(threads=3)
+    prefetch.claimed(3, 3)
     prefetch.observe([Ran(0.01)])
     # About AHEAD_SECONDS of work per thread.
     assert prefetch.size() == int(3 * AHEAD_SECONDS / 0.01)
