@@ -18,6 +18,7 @@ from django.db import connection
 
 import steady_queue
 from steady_queue.models import Job, Process, RecurringExecution
+from steady_queue.processes.prefetch import MAX_AHEAD
 
 from .. import docs_blocks, tasks
 from ..binaries import free_port, require
@@ -257,8 +258,12 @@ def test_worker_kills_and_a_pooler_restart_lose_and_double_nothing(
     succeeded, failed, runs = account_for(results, path)
     assert succeeded + failed == len(results)
     assert states["ready"] == states["claimed"] == 0
-    # Only the killed worker's claims fail (by a process error); nothing else.
-    assert failed <= 3 * 3
+    # Only the killed worker's claims fail (by a process error); nothing else:
+    # the jobs it was running, and those that had run and waited (a flush
+    # window) to be written with the rest of their batch of claims ahead.
+    assert failed <= 3 + MAX_AHEAD, "\n".join(
+        line for line in supervisor.log().splitlines() if " job " not in line
+    )[-8000:]
     wait_for(
         lambda: Process.objects.filter(kind="worker").count() == 3,
         timeout=30,
