@@ -107,6 +107,15 @@ class Dialect:
         """A SELECT of the server's current time (UTC)."""
         return "SELECT CURRENT_TIMESTAMP"
 
+    def now_at_least_sql(self):
+        """An expression of the server's current time (UTC), rounded up to its
+        clock's resolution: never earlier than the moment it is read."""
+        return "CURRENT_TIMESTAMP"
+
+    def now_at_least_plus_sql(self, seconds_column):
+        """now_at_least_sql() plus the seconds (a float) in a column."""
+        raise NotImplementedError(f"{type(self).__name__} has no interval arithmetic")
+
     def estimated_rows(self, cursor, table):
         """A cheap estimate of a table's rows, where the database keeps one.
 

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..exceptions import TaskNotFoundError
-from ..models import ClaimedExecution, ReadyExecution
+from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from .listener import ReadyListener
@@ -141,8 +141,16 @@ class Worker(Poller):
         for claim in claims:
             self.in_flight.add(claim.job.pk)
             self.perform(claim)
+        self.stamp_rate_starts(claims)
         delay = 0 if len(claims) == idle else self.polling_interval
         return self.sleep_at_most(delay)
+
+    def stamp_rate_starts(self, claims):
+        """Tell the rate windows of these claimed jobs that they started, by
+        the database's clock, now that their claims have committed."""
+        started = [claim.job.pk for claim in claims if claim.job.rate_keys]
+        if started:
+            RateStart.objects.using(self.database).stamp_started(started)
 
     def sleep_at_most(self, delay):
         """Shorten a sleep to wake for the next deadline or claim check."""

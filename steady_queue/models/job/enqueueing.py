@@ -97,14 +97,14 @@ SELECT id, (
 class EnqueueRequest:
     """One call to enqueue: the unsaved job row and what its task asks of it.
 
-    ``limit`` is the task's ConcurrencyLimit, ``unique`` its UniqueRuns and
+    ``limits`` is the task's TaskLimits, ``unique`` its UniqueRuns and
     ``unique_key`` this call's key under it; none of them is stored on the row.
     ``batch_sized_when_sealed``: the job's batch counts its jobs when its
     block seals it (Batch.seal), not as each is enqueued.
     """
 
     job: Any  # an unsaved steady_queue.models.Job
-    limit: Any = None
+    limits: Any = None
     unique: Any = None
     unique_key: str | None = None
     batch_sized_when_sealed: bool = False
@@ -116,8 +116,8 @@ class EnqueueRequest:
 
     @property
     def takes_a_lock(self):
-        """Whether this call locks a unique key or a semaphore row."""
-        return self.job.needs_concurrency_slot or self.unique_key is not None
+        """Whether this call locks a unique key, a semaphore or a rate window."""
+        return self.job.must_pass_limits or self.unique_key is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,13 +203,15 @@ class Enqueueing:
         usable.
         """
         enqueued = {}
-        # In key order: concurrent enqueues lock the same unique-key and
-        # semaphore rows in the same order, so they cannot deadlock each other.
+        # In key order: concurrent enqueues lock the same unique-key,
+        # semaphore and rate window rows in the same order, so they cannot
+        # deadlock each other.
         in_lock_order = sorted(
             range(len(requests)),
             key=lambda i: (
                 requests[i].unique_key or "",
-                requests[i].job.concurrency_key or "",
+                sorted(requests[i].job.concurrency_keys),
+                sorted(requests[i].job.rate_keys),
             ),
         )
         with transaction.atomic(using=self.db):
@@ -226,7 +228,7 @@ class Enqueueing:
                 if holder is None:
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
-                    states = self.route([job], limits={job.pk: request.limit})
+                    states = self.route([job], limits={job.pk: request.limits})
                     enqueued[position] = Enqueued(job, states[job.pk])
                     continue
                 # Saved first because the key row names a job; dropped again.

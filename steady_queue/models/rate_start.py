@@ -1,0 +1,116 @@
+"""RateStart: one start taken under a rate key, and until when it counts."""
+
+from django.db import models
+from django.db.models import Q
+
+# The models that import this module, read through their package when called.
+from .. import models as models_package
+from .base import QueueQuerySet
+
+# Stamp the starts of claimed jobs with the server's clock. Only those not
+# stamped yet: a start is stamped once, by its worker or by whoever saw it
+# claimed first (stamp_unseen), and never moved back.
+STAMP_SQL = (
+    "UPDATE steady_queue_rate_starts SET started_at = {now}, "
+    "counts_until = {until} WHERE started_at IS NULL AND job_id IN ({ids})"
+)
+
+
+class RateStartQuerySet(QueueQuerySet):
+    def live(self, key, now):
+        """The starts of ``key`` that count at ``now``: those not stamped yet
+        (their job has not been claimed, or its worker has not said so) and
+        those whose period has not passed since their stamp.
+
+        Locked until the caller's transaction ends, and so read past any
+        snapshot (MySQL's REPEATABLE READ): a window decides on the latest
+        starts.
+        """
+        return (
+            self.filter(key=key)
+            .filter(Q(counts_until__isnull=True) | Q(counts_until__gt=now))
+            .select_for_update()
+        )
+
+    def record(self, starts, period_by_key, now):
+        """Write new starts, (key, job id) pairs admitted at ``now``."""
+        self.bulk_create(
+            [
+                self.model(
+                    key=key, job_id=job_id, period=period_by_key[key], admitted_at=now
+                )
+                for key, job_id in starts
+            ]
+        )
+
+    def stamp_started(self, job_ids):
+        """Stamp these claimed jobs' starts with the server's clock; return
+        how many. Called once their claim has committed, so a stamp is never
+        earlier than its claim: what makes a rate exact (docs/concurrency.rst,
+        "Rate limits")."""
+        if not job_ids:
+            return 0
+        dialect = self.dialect
+        sql = STAMP_SQL.format(
+            now=dialect.now_at_least_sql(),
+            until=dialect.now_at_least_plus_sql("period"),
+            ids=", ".join(["%s"] * len(job_ids)),
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, list(job_ids))
+            return cursor.rowcount
+
+    def stamp_unseen(self, starts):
+        """Stamp those of these starts not stamped yet whose job is no longer
+        ready: claimed without its worker stamping it (it died, or its
+        database call failed), or gone. The stamp is the server's time now,
+        read after the claim: such a start counts for longer, never shorter.
+        Returns how many were stamped."""
+        unstamped = {start.job_id for start in starts if start.started_at is None}
+        if not unstamped:
+            return 0
+        ready = set(
+            models_package.ReadyExecution.objects.using(self.db)
+            .filter(job_id__in=unstamped)
+            .values_list("job_id", flat=True)
+        )
+        return self.stamp_started(sorted(unstamped - ready))
+
+    def not_started_of(self, job_ids):
+        """The unstamped starts of these jobs: admitted, never claimed."""
+        return self.filter(job_id__in=job_ids, started_at=None)
+
+    def expired(self, now):
+        """Starts that no longer count: their period has passed."""
+        return self.filter(counts_until__lte=now)
+
+
+class RateStart(models.Model):
+    """A start under rate key ``key``, whose window is ``period`` seconds.
+
+    Admitted (its job made ready) at ``admitted_at``, by the database's
+    clock; stamped ``started_at`` once its job was claimed, after which it
+    counts until ``counts_until``. Unstamped, it counts as a start about to
+    happen.
+    """
+
+    key = models.CharField(max_length=255)
+    job_id = models.BigIntegerField()
+    period = models.FloatField()
+    admitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    counts_until = models.DateTimeField(null=True, blank=True)
+
+    objects = RateStartQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_rate_starts"
+        indexes = [
+            models.Index(fields=["key", "counts_until"], name="sq_rate_start_window"),
+            models.Index(fields=["job_id"], name="sq_rate_start_job"),
+            models.Index(fields=["counts_until"], name="sq_rate_start_expiry"),
+        ]
+
+    def __str__(self):
+        when = self.started_at or "not yet"
+        return f"start of job {self.job_id} under {self.key} ({when})"
