@@ -17,6 +17,10 @@ class Dialect:
     share_lock_clause = ""
     # UPDATE ... RETURNING gives back the updated rows' new values.
     returns_from_update = True
+    # Added to a SELECT that must see the latest committed rows whatever the
+    # transaction's isolation level (a locking read, on MySQL); nothing where
+    # a READ COMMITTED statement sees them anyway.
+    latest_read_clause = ""
 
     def skip_locked_clause(self, connection):
         """The clause that locks selected rows, skipping rows others hold.

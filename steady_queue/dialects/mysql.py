@@ -26,6 +26,7 @@ class MySQL(Dialect):
     vendor = "mysql"
     share_lock_clause = " LOCK IN SHARE MODE"
     returns_from_update = False
+    latest_read_clause = " LOCK IN SHARE MODE"
 
     # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the same
     # table (nor take LIMIT in an IN subquery): the pick runs first, locking its

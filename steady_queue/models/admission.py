@@ -93,7 +93,9 @@ class Admission:
         """Lock the window of a rate key whose waiting jobs are let go, unless
         another transaction holds it (it is letting them go, or enqueuing
         under the key): then return False."""
-        window = self.rate_windows.open(key, skip_locked=True, now=self.database_now)
+        window = self.rate_windows.open(
+            key, skip_locked=True, now=self.database_now, look=True
+        )
         if window is None:
             return False
         self.windows[key] = window

@@ -4,7 +4,6 @@ from django.db import models
 from django.db.models import Q
 
 # The models that import this module, read through their package when called.
-from .. import models as models_package
 from .base import QueueQuerySet
 
 # Stamp the starts of claimed jobs with the server's clock. Only those not
@@ -16,21 +15,50 @@ STAMP_SQL = (
 )
 
 
+# The same for the starts of one key whose job is neither ready nor claimed:
+# it ran without its worker stamping it (a database error), or its worker
+# died, or it is gone. A claimed job is left to its worker, which stamps it
+# when the run starts (a claim may wait for a free thread first).
+UNSEEN_SQL = (
+    "UPDATE steady_queue_rate_starts SET started_at = {now}, "
+    "counts_until = {until} WHERE {key} = %s AND started_at IS NULL "
+    "AND NOT EXISTS (SELECT 1 FROM steady_queue_ready_executions ready "
+    "WHERE ready.job_id = steady_queue_rate_starts.job_id) "
+    "AND NOT EXISTS (SELECT 1 FROM steady_queue_claimed_executions claim "
+    "WHERE claim.job_id = steady_queue_rate_starts.job_id)"
+)
+
+
 class RateStartQuerySet(QueueQuerySet):
     def live(self, key, now):
         """The starts of ``key`` that count at ``now``: those not stamped yet
         (their job has not been claimed, or its worker has not said so) and
-        those whose period has not passed since their stamp.
-
-        Locked until the caller's transaction ends, and so read past any
-        snapshot (MySQL's REPEATABLE READ): a window decides on the latest
-        starts.
-        """
-        return (
-            self.filter(key=key)
-            .filter(Q(counts_until__isnull=True) | Q(counts_until__gt=now))
-            .select_for_update()
+        those whose period has not passed since their stamp."""
+        return self.filter(key=key).filter(
+            Q(counts_until__isnull=True) | Q(counts_until__gt=now)
         )
+
+    def count_live(self, key, now):
+        """How many starts of ``key`` count at ``now``, read past any snapshot.
+
+        Called with the key's window locked: every start admitted before has
+        committed. A READ COMMITTED statement (PostgreSQL, SQLite) sees them
+        all; on MySQL it is a locking read, which does under any isolation
+        level.
+        """
+        quote = self.connection.ops.quote_name
+        until = quote("counts_until")
+        now = self.model._meta.get_field("counts_until").get_db_prep_value(
+            now, self.connection
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT COUNT(*) FROM {quote(self.model._meta.db_table)} "
+                f"WHERE {quote('key')} = %s AND ({until} IS NULL OR {until} > %s)"
+                f"{self.dialect.latest_read_clause}",
+                [key, now],
+            )
+            return cursor.fetchone()[0]
 
     def record(self, starts, period_by_key, now):
         """Write new starts, (key, job id) pairs admitted at ``now``."""
@@ -44,10 +72,10 @@ class RateStartQuerySet(QueueQuerySet):
         )
 
     def stamp_started(self, job_ids):
-        """Stamp these claimed jobs' starts with the server's clock; return
-        how many. Called once their claim has committed, so a stamp is never
-        earlier than its claim: what makes a rate exact (docs/concurrency.rst,
-        "Rate limits")."""
+        """Stamp these jobs' starts with the server's clock; return how many.
+        Called by the worker as each run starts, after its claim committed:
+        a stamp is never earlier than the start, which is what makes a rate
+        exact (docs/concurrency.rst, "Rate limits")."""
         if not job_ids:
             return 0
         dialect = self.dialect
@@ -60,21 +88,21 @@ class RateStartQuerySet(QueueQuerySet):
             cursor.execute(sql, list(job_ids))
             return cursor.rowcount
 
-    def stamp_unseen(self, starts):
-        """Stamp those of these starts not stamped yet whose job is no longer
-        ready: claimed without its worker stamping it (it died, or its
-        database call failed), or gone. The stamp is the server's time now,
-        read after the claim: such a start counts for longer, never shorter.
-        Returns how many were stamped."""
-        unstamped = {start.job_id for start in starts if start.started_at is None}
-        if not unstamped:
-            return 0
-        ready = set(
-            models_package.ReadyExecution.objects.using(self.db)
-            .filter(job_id__in=unstamped)
-            .values_list("job_id", flat=True)
+    def stamp_unseen(self, key):
+        """Stamp those of ``key``'s starts not stamped yet whose job is neither
+        ready nor claimed: it ran without its worker stamping it (a database
+        error), or it is gone. The stamp is the server's time now, after the
+        run began: such a start counts for longer, never shorter. Returns how
+        many were stamped."""
+        dialect = self.dialect
+        sql = UNSEEN_SQL.format(
+            now=dialect.now_at_least_sql(),
+            until=dialect.now_at_least_plus_sql("period"),
+            key=self.connection.ops.quote_name("key"),
         )
-        return self.stamp_started(sorted(unstamped - ready))
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, [key])
+            return cursor.rowcount
 
     def not_started_of(self, job_ids):
         """The unstamped starts of these jobs: admitted, never claimed."""

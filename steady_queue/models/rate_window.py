@@ -20,14 +20,14 @@ RECHECK_MAX = 1.0
 
 class Window:
     """A rate key's window as one transaction sees it, with its row locked:
-    the starts that count now, and the ones this transaction adds."""
+    how many starts count now, and the ones this transaction adds."""
 
-    def __init__(self, pk, key, limit, period, starts, next_slot_at, now):
+    def __init__(self, pk, key, limit, period, counting, next_slot_at, now, starts):
         self.pk = pk
         self.key = key
         self.limit = limit
         self.period = period
-        self.starts = starts
+        self.counting = counting
         # As its row says: jobs wait on this key while it is set.
         self.next_slot_at = next_slot_at
         # Whether jobs wait on this key: a job arriving now queues behind
@@ -35,11 +35,13 @@ class Window:
         self.waiting = next_slot_at is not None
         self.now = now
         self.admitted = []
+        self._starts = starts  # the RateStart manager, on this database
+        self._opening = None
 
     @property
     def room(self):
         """How many more starts fit in the window now."""
-        return self.limit - len(self.starts) - len(self.admitted)
+        return self.limit - self.counting - len(self.admitted)
 
     def admit(self, job_id):
         self.admitted.append(job_id)
@@ -50,28 +52,39 @@ class Window:
 
         A start not stamped yet ends its period after its claim, which is no
         earlier than its admission: that is when to look again, and from
-        then on every RECHECK_SHARE of the period until it is stamped.
+        then on every RECHECK_SHARE of the period until it is stamped. Only
+        the starts that may end first are read.
         """
-        soon = self.now + timedelta(
-            seconds=min(self.period * RECHECK_SHARE, RECHECK_MAX)
-        )
-        ends = sorted(
-            [start.counts_until for start in self.starts if start.counts_until]
-            + [
-                max(start.admitted_at + timedelta(seconds=start.period), soon)
-                for start in self.starts
-                if not start.counts_until
-            ]
-            + [self.now + timedelta(seconds=self.period)] * len(self.admitted)
-        )
-        passing = len(ends) - self.limit
-        return self.now if passing < 0 else ends[passing]
+        passing = self.counting + len(self.admitted) - self.limit
+        if passing < 0:
+            return self.now
+        if self._opening is None or self._opening[0] != passing:
+            soon = self.now + timedelta(
+                seconds=min(self.period * RECHECK_SHARE, RECHECK_MAX)
+            )
+            live = self._starts.live(self.key, self.now)
+            stamped = live.exclude(counts_until=None).order_by("counts_until")
+            unstamped = live.filter(counts_until=None).order_by("admitted_at")
+            ends = sorted(
+                [*stamped.values_list("counts_until", flat=True)[: passing + 1]]
+                + [
+                    max(admitted_at + timedelta(seconds=period), soon)
+                    for admitted_at, period in unstamped.values_list(
+                        "admitted_at", "period"
+                    )[: passing + 1]
+                ]
+                + [self.now + timedelta(seconds=self.period)] * len(self.admitted)
+            )
+            self._opening = (passing, ends[passing])
+        return self._opening[1]
 
 
 class RateWindowQuerySet(QueueQuerySet):
-    def open(self, key, limit=None, nowait=False, skip_locked=False, now=None):
+    def open(
+        self, key, limit=None, nowait=False, skip_locked=False, now=None, look=False
+    ):
         """Lock ``key``'s window (created for ``limit``, a RateLimit, if it is
-        new) and read the starts that count at ``now``, the database's time;
+        new) and count the starts that count at ``now``, the database's time;
         return a Window, or None when ``skip_locked`` and another transaction
         holds it (or there is none). The row stays locked until the caller's
         transaction ends.
@@ -79,6 +92,8 @@ class RateWindowQuerySet(QueueQuerySet):
         ``nowait`` raises RowBusy rather than wait for a row another
         transaction holds. A window whose limit or period changed in the
         task's code takes the new ones now; without ``limit`` it keeps its own.
+        ``look`` (a dispatcher letting waiting jobs go) first stamps the
+        starts whose job was claimed without its worker stamping them.
         """
         fields = ["pk", "limit", "period", "next_slot_at"]
         if skip_locked:
@@ -99,10 +114,10 @@ class RateWindowQuerySet(QueueQuerySet):
             to, period = limit.to, limit.per
             self.filter(pk=pk).update(limit=to, period=period, updated_at=now)
         starts = RateStart.objects.using(self.db)
-        live = list(starts.live(key, now))
-        if starts.stamp_unseen(live):
-            live = list(starts.live(key, now))
-        return Window(pk, key, to, period, live, next_slot_at, now)
+        if look:
+            starts.stamp_unseen(key)
+        counting = starts.count_live(key, now)
+        return Window(pk, key, to, period, counting, next_slot_at, now, starts)
 
     def set_next_slots(self, next_slots, now):
         """Write {window pk: when its waiting jobs may next go, or None when

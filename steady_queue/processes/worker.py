@@ -10,7 +10,7 @@ import threading
 import time
 from inspect import iscoroutinefunction
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..exceptions import TaskNotFoundError
@@ -141,16 +141,8 @@ class Worker(Poller):
         for claim in claims:
             self.in_flight.add(claim.job.pk)
             self.perform(claim)
-        self.stamp_rate_starts(claims)
         delay = 0 if len(claims) == idle else self.polling_interval
         return self.sleep_at_most(delay)
-
-    def stamp_rate_starts(self, claims):
-        """Tell the rate windows of these claimed jobs that they started, by
-        the database's clock, now that their claims have committed."""
-        started = [claim.job.pk for claim in claims if claim.job.rate_keys]
-        if started:
-            RateStart.objects.using(self.database).stamp_started(started)
 
     def sleep_at_most(self, delay):
         """Shorten a sleep to wake for the next deadline or claim check."""
@@ -188,6 +180,23 @@ class Worker(Poller):
                 "%s: could not start job %s", self.description, claim.job.pk
             )
             self.completed(self.runner.not_runnable(claim, error))
+        if claim.job.rate_keys:
+            self.stamp_rate_start(claim)
+
+    def stamp_rate_start(self, claim):
+        """Tell the job's rate windows it started, by the database's clock:
+        now, after its claim committed and its attempt's start was taken."""
+        try:
+            RateStart.objects.using(self.database).stamp_started([claim.job.pk])
+        except DatabaseError:
+            # Unstamped, the start counts on; once the run has ended, the
+            # next look at its window stamps it: later, never earlier.
+            logger.warning(
+                "%s: could not stamp the rate start of job %s",
+                self.description,
+                claim.job.pk,
+                exc_info=True,
+            )
 
     def _start(self, claim):
         job = claim.job

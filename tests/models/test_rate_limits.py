@@ -186,18 +186,33 @@ def test_a_discarded_ready_job_gives_back_its_start(tmp_path):
     }
 
 
-def test_a_start_claimed_but_never_stamped_is_stamped_by_the_next_admission(tmp_path):
+def test_a_start_that_ran_unstamped_is_stamped_when_its_window_is_looked_at(
+    tmp_path,
+):
     path = str(tmp_path / "runs")
     first = tasks.three_a_minute.enqueue(path, "a")
+    for _ in range(3):
+        tasks.three_a_minute.enqueue(path, "a")  # two more, and one waiting
     selector = QueueSelector(["*"], "default", pause_refresh=0)
-    ReadyExecution.objects.claim(selector, 10, registered_process(1))  # no stamp
+    ReadyExecution.objects.claim(selector, 1, registered_process(1))  # no stamp
+    RateWindow.objects.update(next_slot_at=RateStart.objects.database_now())
+    # Claimed, it may still wait for a thread: its worker stamps it when it
+    # starts, and a look leaves it alone.
+    BlockedExecution.objects.release_due_rates()
+    assert RateStart.objects.filter(started_at=None).count() == 3
+    finish(first)
     before = RateStart.objects.database_now()
+    RateWindow.objects.update(next_slot_at=before)
 
-    tasks.three_a_minute.enqueue(path, "a")
+    # It ran, and was never stamped: the dispatcher's look stamps it now,
+    # later than its start, so it counts for longer, never shorter. The
+    # other two are still ready: not stamped, and counting.
+    assert BlockedExecution.objects.release_due_rates()[0] == []
 
     start = RateStart.objects.get(job_id=first.id)
     assert start.started_at >= before
     assert start.counts_until == start.started_at + timedelta(seconds=60)
+    assert RateStart.objects.filter(started_at=None).count() == 2
 
 
 def test_run_now_forces_a_waiting_job_past_its_rate(tmp_path):

@@ -214,6 +214,10 @@ class Enqueueing:
                 sorted(requests[i].job.rate_keys),
             ),
         )
+        # Calls without a unique key are routed together at the end: their
+        # limits are decided in one pass, every semaphore and window locked
+        # once, in key order, and the jobs let through in the order enqueued.
+        together = []
         with transaction.atomic(using=self.db):
             # In the savepoint: a refused duplicate is not counted either.
             self._count_in_batches(requests)
@@ -221,10 +225,11 @@ class Enqueueing:
                 request = requests[position]
                 job = request.job
                 job.save(using=self.db, force_insert=True)
-                holder = None
-                if request.unique_key:
-                    keys = UniqueKey.objects.using(self.db)
-                    holder = keys.take(request.unique_key, job.pk)
+                if not request.unique_key:
+                    together.append(position)
+                    continue
+                keys = UniqueKey.objects.using(self.db)
+                holder = keys.take(request.unique_key, job.pk)
                 if holder is None:
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
@@ -239,6 +244,13 @@ class Enqueueing:
                 if request.unique.on_duplicate == "refuse":
                     raise DuplicateTaskError(job.task_path, request.unique_key, holder)
                 enqueued[position] = Enqueued(self.get(pk=holder), None, merged=True)
+            together.sort()
+            jobs = [requests[position].job for position in together]
+            limits = {requests[p].job.pk: requests[p].limits for p in together}
+            states = self.route(jobs, limits=limits) if jobs else {}
+            for position in together:
+                job = requests[position].job
+                enqueued[position] = Enqueued(job, states[job.pk])
         return [enqueued[position] for position in range(len(requests))]
 
     def _with_lock_retries(self, function, requests):
