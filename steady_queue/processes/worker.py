@@ -10,7 +10,7 @@ import threading
 import time
 from inspect import iscoroutinefunction
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..exceptions import TaskNotFoundError
@@ -188,9 +188,10 @@ class Worker(Poller):
         now, after its claim committed and its attempt's start was taken."""
         try:
             RateStart.objects.using(self.database).stamp_started([claim.job.pk])
-        except DatabaseError:
-            # Unstamped, the start counts on; once the run has ended, the
-            # next look at its window stamps it: later, never earlier.
+        except Exception:
+            # The run goes on whatever the database says (an outage, say).
+            # Unstamped, its start counts on; once the run has ended, the next
+            # look at its window stamps it: later, never earlier.
             logger.warning(
                 "%s: could not stamp the rate start of job %s",
                 self.description,
