@@ -479,3 +479,18 @@ async def async_snoozes_once(path, seconds):
 def snoozes_holding_a_slot(path):
     if _record_attempt(path) == 1:
         raise Snooze(60)
+
+
+@unique(key=_rate_key)
+@limits_rate(to=1, per=60, key="one-a-minute")
+@task
+def unique_and_rate_limited(path, key):
+    return _record_start(path, key)
+
+
+@retry(attempts=2, wait=0)
+@limits_rate(to=1, per=60, key="retried-one-a-minute")
+@task
+def rate_limited_and_retried(path):
+    _record_attempt(path)
+    raise ConnectionError("try again")

@@ -383,3 +383,42 @@ def test_a_finish_needing_a_lower_key_held_elsewhere_looks_again_after_commit(
     assert time.monotonic() - started >= 0.25  # the second look waited for it
     assert ids(ReadyExecution) == job_ids(waiting)
     assert Semaphore.objects.get(key="per-customer/ada").value == 0
+
+
+def test_a_unique_job_waiting_for_its_window_is_pending_and_merges(tmp_path):
+    path = str(tmp_path / "runs")
+    task = tasks.unique_and_rate_limited
+    task.enqueue(path, "a")
+    waiting = task.enqueue(path, "b")  # over the rate: waits
+
+    again = task.enqueue(path, "b")
+
+    assert again.id == waiting.id
+    assert ids(BlockedExecution, waits_for="rate") == job_ids(waiting)
+
+
+def test_a_retry_passes_the_rate_again(tmp_path):
+    from steady_queue.models import ScheduledExecution
+    from steady_queue.processes.burst import Burst
+
+    result = tasks.rate_limited_and_retried.enqueue(str(tmp_path / "runs"))
+    backend = result.task.get_backend()
+    Burst(backend, backend.config.workers).start()  # fails, retried with no wait
+
+    # Its retry is a start of its own, and the first counts for a minute.
+    assert not ScheduledExecution.objects.exists()
+    assert ids(BlockedExecution, waits_for="rate") == job_ids(result)
+    result.refresh()
+    assert (result.status, len(result.errors)) == (TaskResultStatus.READY, 1)
+
+
+def test_a_batch_counts_a_job_discarded_for_its_rate_as_failed(tmp_path):
+    import steady_queue
+
+    path = str(tmp_path / "runs")
+    with steady_queue.batch() as opened:
+        for _ in range(3):
+            tasks.two_a_minute_or_none.enqueue(path, "a")
+
+    status = steady_queue.get_batch(opened.id)
+    assert (status.size, status.failed, status.pending) == (3, 1, 2)
