@@ -422,3 +422,27 @@ def test_a_batch_counts_a_job_discarded_for_its_rate_as_failed(tmp_path):
 
     status = steady_queue.get_batch(opened.id)
     assert (status.size, status.failed, status.pending) == (3, 1, 2)
+
+
+def test_a_deferred_job_keeps_its_keys_until_it_is_due(tmp_path):
+    from steady_queue.models import ScheduledExecution
+
+    path = str(tmp_path / "runs")
+    later = timezone.now() + timedelta(hours=1)
+    for _ in range(3):
+        tasks.three_a_minute.enqueue(path, "a")
+    deferred = tasks.three_a_minute.using(run_after=later).enqueue(path, "a")
+    stacked = tasks.per_customer_and_region.using(run_after=later).enqueue(
+        path, "ada", "eu", 0
+    )
+
+    assert Job.objects.get(pk=stacked.id).limit_keys == {
+        "concurrency": ["per-customer/ada", "per-region/eu"],
+        "rate": [],
+    }
+    ScheduledExecution.objects.update(scheduled_at=timezone.now())
+    ScheduledExecution.objects.dispatch_next_batch(10)
+
+    # Due, it passes its rate like a job enqueued now: the window is full.
+    assert ids(BlockedExecution, waits_for="rate") == job_ids(deferred)
+    assert int(stacked.id) in ids(ReadyExecution)

@@ -116,8 +116,14 @@ class EnqueueRequest:
 
     @property
     def takes_a_lock(self):
-        """Whether this call locks a unique key, a semaphore or a rate window."""
-        return self.job.must_pass_limits or self.unique_key is not None
+        """Whether this call locks a unique key, a semaphore or a rate window
+        (or carries the limit keys of a later one: the one-statement inserts
+        write concurrency_key alone)."""
+        return (
+            self.job.must_pass_limits
+            or self.job.limit_keys is not None
+            or self.unique_key is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
