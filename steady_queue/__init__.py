@@ -5,12 +5,15 @@ __version__ = "0.1.0"
 from .batches import add_to_batch, batch, get_batch
 from .decorators.concurrency import limits_concurrency
 from .decorators.on_commit import enqueue_on_commit
+from .decorators.rate import limits_rate
 from .decorators.retries import exponential, fixed, retry
 from .decorators.timeouts import timeout
 from .decorators.unique import unique
+from .exceptions import Snooze
 from .pipeline.arguments import call_arguments
 
 __all__ = [
+    "Snooze",
     "__version__",
     "add_to_batch",
     "batch",
@@ -21,6 +24,7 @@ __all__ = [
     "fixed",
     "get_batch",
     "limits_concurrency",
+    "limits_rate",
     "retry",
     "timeout",
     "unique",

@@ -18,7 +18,7 @@ from .compat import (
     task_enqueued,
 )
 from .conf import parse_options
-from .decorators.concurrency import limit_of
+from .decorators.limits import limits_of
 from .decorators.unique import unique_of
 from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
@@ -169,7 +169,7 @@ class _Requests:
         self.task = task
         self.alias = backend.alias
         self.now = timezone.now()
-        self.limit = limit_of(task)
+        self.limits = limits_of(task)
         self.unique = unique_of(task)
         opened = _open_batch_for(backend, task)
         self.batch_id = opened.id if opened else None
@@ -178,7 +178,8 @@ class _Requests:
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
         models = _models()
-        task, limit, unique = self.task, self.limit, self.unique
+        task, limits, unique = self.task, self.limits, self.unique
+        keys = limits.keys_for(task, args, kwargs) if limits else ((), ())
         job = models.Job.unsaved(
             queue_name=task.queue_name,
             task_path=task.module_path,
@@ -187,12 +188,12 @@ class _Requests:
             backend_name=self.alias,
             scheduled_at=task.run_after,
             enqueued_at=self.now,
-            concurrency_key=limit.key_for(task, args, kwargs) if limit else None,
             batch_id=self.batch_id,
+            **models.Job.limit_columns(*keys),
         )
         return models.EnqueueRequest(
             job,
-            limit=limit,
+            limits=limits,
             unique=unique,
             unique_key=unique.key_for(task, args, kwargs, job.arguments)
             if unique

@@ -1,6 +1,8 @@
 """Every exception steady_queue raises or records, each saying what it means."""
 
+import math
 import sys
+from datetime import timedelta
 
 
 class SteadyQueueError(Exception):
@@ -68,6 +70,37 @@ class ConcurrencyLimitDiscarded(SteadyQueueError):
 
     Recorded instead of running when the task's limit says on_conflict="discard".
     """
+
+
+class RateLimitDiscarded(SteadyQueueError):
+    """The run was dropped: its rate limit's window had no free slot.
+
+    Recorded instead of running when the task's limit says on_limit="discard".
+    """
+
+
+class Snooze(Exception):
+    """Raise it in a task to run the task again after ``seconds``.
+
+    Not a failure: the job goes back to waiting (scheduled) and spends no
+    retry; the run counts as an attempt (``attempts``, ``worker_ids``).
+    ``seconds`` is a number of seconds (zero or more) or a timedelta.
+    """
+
+    def __init__(self, seconds):
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(
+                "Snooze(seconds) takes a number of seconds or a timedelta, got "
+                f"{seconds!r}."
+            )
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(
+                f"Snooze(seconds) must be zero or more, and finite; got {seconds!r}."
+            )
+        self.seconds = float(seconds)
+        super().__init__(f"snoozed for {self.seconds:g} s")
 
 
 class DuplicateTaskError(EnqueueError):

@@ -4,7 +4,7 @@ import asyncio
 import os
 import time
 
-from steady_queue import limits_concurrency, retry, unique
+from steady_queue import Snooze, limits_concurrency, limits_rate, retry, unique
 from steady_queue.compat import task
 from steady_queue.decorators.timeouts import timeout
 
@@ -394,3 +394,103 @@ def _record_monotonic_interval(path, key, seconds):
 @task
 def one_at_a_time_on_any_host(path, key, seconds):
     return _record_monotonic_interval(path, key, seconds)
+
+
+# Rate limits. Each run appends "key start pid" to a file; its job's own start
+# time (started_at) is on its row.
+
+
+def _record_start(path, key):
+    with open(path, "a") as file:
+        file.write(f"{key} {time.time()} {os.getpid()}\n")
+    return key
+
+
+def _rate_key(path, key):
+    return key
+
+
+@limits_rate(to=10, per=1, key=_rate_key)
+@task
+def ten_a_second(path, key):
+    return _record_start(path, key)
+
+
+@limits_rate(to=2, per="1m", key=_rate_key, on_limit="discard")
+@task
+def two_a_minute_or_none(path, key):
+    return _record_start(path, key)
+
+
+@limits_rate(to=3, per=60, key=_rate_key)
+@task
+def three_a_minute(path, key):
+    return _record_start(path, key)
+
+
+@limits_rate(to=2, per=60, key=_key_argument)
+@limits_concurrency(to=1, key=_key_argument)
+@task
+def one_at_a_time_two_a_minute(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
+def _customer(path, customer, region, seconds):
+    return customer
+
+
+def _region(path, customer, region, seconds):
+    return region
+
+
+@limits_concurrency(to=1, key=_customer, group="per-customer", duration=30)
+@limits_concurrency(to=2, key=_region, group="per-region", duration=30)
+@task
+def per_customer_and_region(path, customer, region, seconds):
+    """One run per customer and two per region at once; writes both keys."""
+    started = time.time()
+    time.sleep(seconds)
+    with open(path, "a") as file:
+        file.write(f"{customer} {region} {started} {time.time()} {os.getpid()}\n")
+    return [customer, region]
+
+
+# Snooze: each run appends a line; the first asks to run again later.
+
+
+@retry(attempts=2, wait=0)
+@task(takes_context=True)
+def snoozes_once(context, path, seconds):
+    """Snooze on the first run, succeed on the next; no retry is spent."""
+    if _record_attempt(path) == 1:
+        raise Snooze(seconds)
+    return {"attempt": context.attempt}
+
+
+@task
+async def async_snoozes_once(path, seconds):
+    if _record_attempt(path) == 1:
+        raise Snooze(seconds)
+    return "woke"
+
+
+@limits_concurrency(to=1, key="snoozer")
+@task
+def snoozes_holding_a_slot(path):
+    if _record_attempt(path) == 1:
+        raise Snooze(60)
+
+
+@unique(key=_rate_key)
+@limits_rate(to=1, per=60, key="one-a-minute")
+@task
+def unique_and_rate_limited(path, key):
+    return _record_start(path, key)
+
+
+@retry(attempts=2, wait=0)
+@limits_rate(to=1, per=60, key="retried-one-a-minute")
+@task
+def rate_limited_and_retried(path):
+    _record_attempt(path)
+    raise ConnectionError("try again")

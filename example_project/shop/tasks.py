@@ -11,7 +11,7 @@ from decimal import Decimal
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 from django.utils import timezone
-from steady_queue import limits_concurrency, retry, timeout, unique
+from steady_queue import limits_concurrency, limits_rate, retry, timeout, unique
 from steady_queue.recurring import recurring
 
 try:
@@ -120,6 +120,12 @@ class SupplierError(Exception):
 DISCONTINUED = {"Bone-china cup"}
 
 
+# The supplier's API takes two orders a second: the other restocks of the
+# batch wait (blocked) for the next free slot, and start a second later.
+SUPPLIER_RATE = 2
+
+
+@limits_rate(to=SUPPLIER_RATE, per="1s", group="supplier-api")
 @task
 def restock_item(item, quantity):
     """Order more of one product from the supplier; a job of the restock batch."""

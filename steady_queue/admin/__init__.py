@@ -1,5 +1,5 @@
 """steady_queue's admin: jobs by state, batches, queues, processes, recurring
-tasks, semaphores.
+tasks, semaphores, rate windows.
 
 Importing the modules registers their ModelAdmins with the default site.
 """
@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     jobs,
     processes,
     queues,
+    rate_windows,
     recurring,
     semaphores,
 )

@@ -99,7 +99,7 @@ def operate(modeladmin, request, object_id, operation):
 
 
 def _report_run_now(modeladmin, request, job):
-    """Say where the job went: a scheduled job keeps to its concurrency limit."""
+    """Say where the job went: a scheduled job keeps to its limits."""
     now = modeladmin.get_object(request, str(job.pk))
     state = now.state if now is not None else "gone"
     if state in (State.READY, State.RUNNING, State.FINISHED):
@@ -107,10 +107,15 @@ def _report_run_now(modeladmin, request, job):
             request, f"Job {job.pk} {DONE['run_now']}.", messages.SUCCESS
         )
         return
+    waits = BlockedExecution.objects.using(job._state.db).filter(job_id=job.pk)
+    because = (
+        "rate window had no room"
+        if waits.filter(waits_for="rate").exists()
+        else "concurrency key had no free slot"
+    )
     modeladmin.message_user(
         request,
-        f"Job {job.pk} was not made ready: it is {state} now, because its "
-        "concurrency key had no free slot.",
+        f"Job {job.pk} was not made ready: it is {state} now, because its {because}.",
         messages.WARNING,
     )
 

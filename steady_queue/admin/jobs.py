@@ -85,7 +85,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             },
         ),
         ("Runs", {"fields": ("attempts", "workers", "result_json", "errors_list")}),
-        ("Other", {"fields": ("backend_name", "concurrency_key", "batch_link")}),
+        ("Other", {"fields": ("backend_name", "limits", "batch_link")}),
     )
     readonly_fields = (
         "id",
@@ -105,7 +105,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "result_json",
         "errors_list",
         "backend_name",
-        "concurrency_key",
+        "limits",
         "batch_link",
     )
 
@@ -142,6 +142,13 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             reverse("admin:steady_queue_batch_change", args=[job.batch_id]),
             job.batch_id,
         )
+
+    @admin.display(description="limit keys")
+    def limits(self, job):
+        """The keys of the job's concurrency and rate limits."""
+        kinds = [("concurrency", job.concurrency_keys), ("rate", job.rate_keys)]
+        shown = [f"{kind}: {', '.join(keys)}" for kind, keys in kinds if keys]
+        return "; ".join(shown) or "-"
 
     @admin.display(description="task")
     def task_name(self, job):

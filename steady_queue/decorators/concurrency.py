@@ -1,4 +1,7 @@
-"""@limits_concurrency: at most N runs of a task (or a group of tasks) per key."""
+"""@limits_concurrency: at most N runs of a task (or a group of tasks) per key.
+
+Stacked, every limit holds: a run starts only with a slot of each of its keys.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..exceptions import ConcurrencyKeyError
-from ..pipeline.loader import tasks_by_path
-from .task_settings import seconds_setting, setting_decorator, setting_of
+from .task_settings import seconds_setting, setting_of, stacking_decorator
 
 ATTRIBUTE = "_steady_queue_concurrency"
 ON_CONFLICT = ("block", "discard")
@@ -51,31 +53,45 @@ def limits_concurrency(
     Stack it above or below ``@task``.
     """
     limit = ConcurrencyLimit(
-        to=_check_to(to),
+        to=check_to(to),
         key=check_key(key),
         duration=_check_duration(duration),
-        group=_check_group(group),
+        group=check_group(group),
         on_conflict=_check_on_conflict(on_conflict),
     )
 
-    return setting_decorator("limits_concurrency", ATTRIBUTE, limit)
+    return stacking_decorator(
+        "limits_concurrency", ATTRIBUTE, limit, distinct_groups("limits_concurrency")
+    )
+
+
+def concurrency_limits_of(task):
+    """The task's ConcurrencyLimits, the topmost decorator's first; () if none."""
+    return setting_of(task, ATTRIBUTE, ())
 
 
 def limit_of(task):
-    """Return the task's ConcurrencyLimit, or None if it has none."""
-    return setting_of(task, ATTRIBUTE)
+    """Return the task's (first) ConcurrencyLimit, or None if it has none."""
+    limits = concurrency_limits_of(task)
+    return limits[0] if limits else None
 
 
-def limits_by_job(jobs):
-    """{job id: ConcurrencyLimit or None} for saved jobs with a concurrency key.
+def distinct_groups(decorator):
+    """A check for stacking_decorator: stacked limits of one kind must have
+    different groups, or two of their keys could be one and the same."""
 
-    Each task is looked up once. A job whose task no longer imports is let
-    through (None): the worker fails it with TaskNotFoundError without calling
-    anything.
-    """
-    tasks = tasks_by_path({job.task_path for job in jobs if job.concurrency_key})
-    limits = {path: limit_of(task) for path, task in tasks.items() if task}
-    return {job.pk: limits.get(job.task_path) for job in jobs}
+    def check(limit, earlier):
+        groups = {other.group for other in earlier}
+        if limit.group in groups:
+            named = "no group" if limit.group is None else f"group={limit.group!r}"
+            raise ValueError(
+                f"Two stacked @{decorator} on one task have {named}: their keys "
+                "would be the same whenever the key callables return the same "
+                "value, and they would share one limit. Give each stacked "
+                f"@{decorator} its own group, e.g. group='per-customer'."
+            )
+
+    return check
 
 
 def key_for_call(group, key, task, args, kwargs, kind="concurrency key"):
@@ -121,10 +137,11 @@ def fit_key(key):
     return f"{key[: MAX_KEY_LENGTH - len(digest) - 1]}#{digest}"
 
 
-def _check_to(to):
+def check_to(to, decorator="limits_concurrency"):
+    """The ``to`` setting of a decorator, if it is a positive integer."""
     if isinstance(to, bool) or not isinstance(to, int) or to < 1:
         raise ValueError(
-            f"@limits_concurrency(to=...) must be a positive integer, got {to!r}."
+            f"@{decorator}(to=...) must be a positive integer, got {to!r}."
         )
     return to
 
@@ -146,10 +163,11 @@ def _check_duration(duration):
     return None if seconds is None else timedelta(seconds=seconds)
 
 
-def _check_group(group):
+def check_group(group, decorator="limits_concurrency"):
+    """The ``group`` setting of a decorator, if it is None or a non-empty string."""
     if group is not None and (not isinstance(group, str) or not group):
         raise ValueError(
-            f"@limits_concurrency(group=...) must be a non-empty string, got {group!r}."
+            f"@{decorator}(group=...) must be a non-empty string, got {group!r}."
         )
     return group
 

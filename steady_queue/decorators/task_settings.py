@@ -28,6 +28,26 @@ def setting_decorator(name, attribute, value):
     return decorate
 
 
+def stacking_decorator(name, attribute, value, check=None):
+    """A decorator that adds ``value`` to the tuple under ``attribute``.
+
+    Stacked, the decorator nearest the top comes first. ``check(value,
+    earlier)`` may raise to refuse a value beside the ones already there.
+    """
+
+    def decorate(target):
+        function = target.func if isinstance(target, TASK_TYPES) else target
+        if not callable(function):
+            raise TypeError(f"@{name} decorates a task or a function, not {target!r}.")
+        earlier = getattr(function, attribute, ())
+        if check is not None:
+            check(value, earlier)
+        setattr(function, attribute, (value, *earlier))
+        return target
+
+    return decorate
+
+
 def setting_of(task, attribute, default=None):
     """The value a decorator recorded on this task, or ``default``."""
     return getattr(task.func, attribute, default)

@@ -17,6 +17,10 @@ class Dialect:
     share_lock_clause = ""
     # UPDATE ... RETURNING gives back the updated rows' new values.
     returns_from_update = True
+    # Added to a SELECT that must see the latest committed rows whatever the
+    # transaction's isolation level (a locking read, on MySQL); nothing where
+    # a READ COMMITTED statement sees them anyway.
+    latest_read_clause = ""
 
     def skip_locked_clause(self, connection):
         """The clause that locks selected rows, skipping rows others hold.
@@ -106,6 +110,15 @@ class Dialect:
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""
         return "SELECT CURRENT_TIMESTAMP"
+
+    def now_at_least_sql(self):
+        """An expression of the server's current time (UTC), rounded up to its
+        clock's resolution: never earlier than the moment it is read."""
+        return "CURRENT_TIMESTAMP"
+
+    def now_at_least_plus_sql(self, seconds_column):
+        """now_at_least_sql() plus the seconds (a float) in a column."""
+        raise NotImplementedError(f"{type(self).__name__} has no interval arithmetic")
 
     def estimated_rows(self, cursor, table):
         """A cheap estimate of a table's rows, where the database keeps one.

@@ -4,11 +4,12 @@ from django.db import transaction
 
 from .base import Dialect
 
-# 1205 lock wait timeout, 1213 deadlock, 1969 statement cut off by MariaDB's
-# max_statement_time, 3024 by MySQL's max_execution_time (most often while it
-# waited for a lock): the statement or transaction was rolled back and may run
+# 1205 lock wait timeout (and MariaDB's NOWAIT refused), 1213 deadlock, 1969
+# statement cut off by MariaDB's max_statement_time, 3024 by MySQL's
+# max_execution_time (most often while it waited for a lock), 3572 MySQL's
+# NOWAIT refused: the statement or transaction was rolled back and may run
 # again. Never a reason to give up on a row.
-LOCK_CONFLICT_CODES = {1205, 1213, 1969, 3024}
+LOCK_CONFLICT_CODES = {1205, 1213, 1969, 3024, 3572}
 
 # 2006 server has gone away, 2013 lost connection during query, 2014 commands
 # out of sync, 2055 lost connection at the handshake: the connection is gone.
@@ -25,6 +26,7 @@ class MySQL(Dialect):
     vendor = "mysql"
     share_lock_clause = " LOCK IN SHARE MODE"
     returns_from_update = False
+    latest_read_clause = " LOCK IN SHARE MODE"
 
     # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the same
     # table (nor take LIMIT in an IN subquery): the pick runs first, locking its
@@ -77,6 +79,14 @@ class MySQL(Dialect):
     def now_sql(self):
         # UTC_TIMESTAMP, not NOW(): NOW() follows the session's time zone.
         return "SELECT UTC_TIMESTAMP(6)"
+
+    def now_at_least_sql(self):
+        return "UTC_TIMESTAMP(6)"
+
+    def now_at_least_plus_sql(self, seconds_column):
+        return (
+            f"UTC_TIMESTAMP(6) + INTERVAL ROUND({seconds_column} * 1000000) MICROSECOND"
+        )
 
     def estimated_rows(self, cursor, table):
         cursor.execute(ESTIMATED_ROWS_SQL, [table])

@@ -55,6 +55,13 @@ class PostgreSQL(Dialect):
         # must not report a stale now.
         return "SELECT statement_timestamp()"
 
+    def now_at_least_sql(self):
+        # The statement's start: the clock's resolution (1 µs) is the column's.
+        return "statement_timestamp()"
+
+    def now_at_least_plus_sql(self, seconds_column):
+        return f"statement_timestamp() + {seconds_column} * interval '1 second'"
+
     def estimated_rows(self, cursor, table):
         cursor.execute(ESTIMATED_ROWS_SQL, [table])
         row = cursor.fetchone()

@@ -11,6 +11,16 @@ class SQLite(Dialect):
         # Read by SQLite from the host's clock, which every process shares.
         return "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
+    def now_at_least_sql(self):
+        # SQLite reads the clock to the millisecond: one more rounds it up.
+        return "strftime('%Y-%m-%d %H:%M:%f', 'now', '+0.001 seconds')"
+
+    def now_at_least_plus_sql(self, seconds_column):
+        return (
+            "strftime('%Y-%m-%d %H:%M:%f', 'now', "
+            f"'+' || ({seconds_column} + 0.001) || ' seconds')"
+        )
+
     def is_lock_conflict(self, error):
         # Another writer held the lock for longer than the busy timeout.
         return "database is locked" in str(error)

@@ -11,6 +11,8 @@ from .job import Enqueued, EnqueueRequest, Job
 from .job_tally import JobTally
 from .pause import Pause
 from .process import Process
+from .rate_start import RateStart
+from .rate_window import RateWindow
 from .ready_execution import ReadyExecution
 from .recurring_execution import RecurringExecution
 from .recurring_task import RecurringTask
@@ -33,6 +35,8 @@ __all__ = [
     "JobTally",
     "Pause",
     "Process",
+    "RateStart",
+    "RateWindow",
     "ReadyExecution",
     "RecurringExecution",
     "RecurringTask",

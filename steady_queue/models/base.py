@@ -2,15 +2,19 @@
 
 from datetime import UTC, datetime
 
-from django.db import IntegrityError, connections, models, transaction
+from django.db import DatabaseError, IntegrityError, connections, models, transaction
 from django.utils import timezone
 
-from ..dialects import dialect_for
+from ..dialects import dialect_for, is_lock_conflict
 
 # PostgreSQL channel on which new ready jobs are announced, with the backend
 # alias they were enqueued through as the payload; workers LISTEN on it so they
 # need not wait for their next poll.
 READY_CHANNEL = "steady_queue_ready"
+
+
+class RowBusy(Exception):
+    """lock_or_create(nowait=True) found the row locked by another transaction."""
 
 
 class QueueQuerySet(models.QuerySet):
@@ -53,7 +57,7 @@ class QueueQuerySet(models.QuerySet):
         """
         return self.select_for_update()._delete_returning(fields, None)
 
-    def lock_or_create(self, lookup, defaults, fields):
+    def lock_or_create(self, lookup, defaults, fields, nowait=False):
         """Lock the row matching ``lookup`` and return its ``fields``.
 
         If there is none, create it from ``lookup`` and ``defaults`` and return
@@ -61,9 +65,23 @@ class QueueQuerySet(models.QuerySet):
         ends. ``lookup`` must name a unique column: of two racing creators, the
         second gets a duplicate key, inside a savepoint so the caller's
         transaction stays usable, and then locks the winner's row.
+
+        With ``nowait``, a row another transaction holds is not waited for:
+        RowBusy is raised (for a lock taken out of the order every transaction
+        takes its locks in, which could otherwise deadlock).
         """
         row = self.select_for_update().filter(**lookup).values_list(*fields)
-        found = row.first()
+        if nowait and self.connection.features.has_select_for_update_nowait:
+            try:
+                with transaction.atomic(using=self.db):
+                    found = self.select_for_update(nowait=True).filter(**lookup)
+                    found = found.values_list(*fields).first()
+            except DatabaseError as error:
+                if not is_lock_conflict(error):
+                    raise
+                raise RowBusy(lookup) from error
+        else:
+            found = row.first()
         if found is not None:
             return found
         try:

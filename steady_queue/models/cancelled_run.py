@@ -23,11 +23,12 @@ class CancelledRunQuerySet(QueueQuerySet):
                 self.model(
                     job_id=job.pk,
                     process_id=process_id,
-                    concurrency_key=job.concurrency_key,
+                    concurrency_key=job.concurrency_keys[0],
+                    more_keys=job.concurrency_keys[1:] or None,
                     created_at=now,
                 )
                 for job, process_id in jobs_by_process.items()
-                if job.concurrency_key
+                if job.concurrency_keys
             ]
         )
 
@@ -43,10 +44,11 @@ class CancelledRunQuerySet(QueueQuerySet):
         jobs of their keys are made ready in it.
         """
         # The pk first: MySQL's delete_returning deletes the rows it read by it.
-        keys = [key for _, key in self.delete_returning(["id", "concurrency_key"])]
+        rows = self.delete_returning(["id", "concurrency_key", "more_keys"])
+        keys = [key for _, first, more in rows for key in [first, *(more or [])]]
         if keys:
             models_package.ClaimedExecution.objects.using(self.db).release_keys(keys)
-        return len(keys)
+        return len(rows)
 
 
 class CancelledRun(models.Model):
@@ -60,6 +62,8 @@ class CancelledRun(models.Model):
     job_id = models.BigIntegerField(unique=True)
     process_id = models.BigIntegerField()
     concurrency_key = models.CharField(max_length=255)
+    # The job's other concurrency keys, under stacked limits.
+    more_keys = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     objects = CancelledRunQuerySet.as_manager()

@@ -26,9 +26,11 @@ ADD_SQL = "INSERT INTO {table} ({columns}) VALUES {rows}{on_conflict}"
 
 
 def status_of(outcome):
-    """What a recorded outcome counts as: succeeded, retried or failed."""
+    """What a recorded outcome counts as: succeeded, snoozed, retried or failed."""
     if outcome.succeeded:
         return "succeeded"
+    if outcome.snoozed:
+        return "snoozed"
     return "retried" if outcome.retry_at else "failed"
 
 

@@ -77,17 +77,25 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def discard_all(self):
         """Delete these ready jobs entirely; return their ids.
 
-        A limited job took its concurrency slot when it was made ready: the
-        slot is given back (and the next blocked job released) in the same
-        transaction, or it would stay taken until the semaphore expires.
+        A limited job took its concurrency slots when it was made ready: they
+        are given back (and the next blocked jobs released) in the same
+        transaction, or they would stay taken until their semaphores expire;
+        and the starts it took in rate windows are taken back.
         """
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
-            limited = list(jobs.exclude(concurrency_key=None).only("concurrency_key"))
+            limited = list(
+                jobs.exclude(concurrency_key=None, limit_keys__isnull=True).only(
+                    "concurrency_key", "limit_keys"
+                )
+            )
             self.count_discarded_in_batches(jobs)
             jobs.delete_rows()
             ClaimedExecution.objects.using(self.db).release_concurrency_slots(limited)
+            # Never claimed: the starts they took in rate windows did not happen.
+            starts = models_package.RateStart.objects.using(self.db)
+            starts.not_started_of([job.pk for job in limited]).delete_rows()
         return ids
 
     def for_backend(self, alias):

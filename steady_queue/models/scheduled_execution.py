@@ -53,8 +53,9 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
     def dispatch_next_batch(self, batch_size):
         """Dispatch up to ``batch_size`` due jobs; return how many left this table.
 
-        Jobs with a concurrency key take a slot now, or are blocked (or
-        discarded) as they would have been if enqueued at this moment.
+        Limited jobs pass their limits now (a concurrency slot, room in a
+        rate window), or are blocked (or discarded) as they would have been
+        if enqueued at this moment.
         """
         now = timezone.now()
         with transaction.atomic(using=self.db):
@@ -68,9 +69,11 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
             jobs = models_package.Job.objects.using(self.db).filter(
                 pk__in=[row[0] for row in rows]
             )
-            found = list(jobs.values_list("pk", "backend_name", "concurrency_key"))
-            backends = {pk: backend_name for pk, backend_name, _ in found}
-            limited_ids = {pk for pk, _, key in found if key is not None}
+            found = list(
+                jobs.values_list("pk", "backend_name", "concurrency_key", "limit_keys")
+            )
+            backends = {pk: backend_name for pk, backend_name, *_ in found}
+            limited_ids = {pk for pk, _, key, more in found if key or more}
             ReadyExecution.objects.using(self.db).create_all_from(
                 [
                     (job_id, queue_name, priority, backends[job_id])

@@ -32,52 +32,29 @@ class SemaphoreQuerySet(QueueQuerySet):
         even when no slot was free: a run finishing meanwhile waits for us, then
         sees the job we block and releases it (no wake-up is lost).
         """
-        now = now or timezone.now()
         expires_at = self.expiry_after(duration)
-        found = self.lock_or_create(
-            {"key": key},
-            {"value": limit - 1, "limit": limit, "expires_at": expires_at},
-            ["pk", "value"],
-        )
-        if found is None:
-            return True  # created with this slot taken
-        pk, value = found
-        if value <= 0:
+        if self.lock(key, limit, expires_at) <= 0:
             return False
-        self.filter(pk=pk).take_one(expires_at, now)
+        self.filter(key=key).take(1, expires_at, now or timezone.now())
         return True
 
-    def take_slot_for(self, job, limit, now):
-        """Take a slot of the job's concurrency key under its task's ``limit``.
-
-        True when one was free, or when there is no limit to keep (None).
-        Locks the key's row until the caller's transaction ends, as acquire().
-        """
-        if limit is None or not job.concurrency_key:
-            return True
-        duration = slot_duration(limit, job.backend_name)
-        return self.acquire(job.concurrency_key, limit.to, duration, now)
-
-    def acquire_past_limit(self, key, limit, duration, now=None):
-        """Take one slot of ``key`` even if none is free: an operator's forced run.
-
-        The value may drop below zero for as long as the forced run holds its
-        slot. Its finish gives back exactly what it took, so the runs after it
-        still never number more than ``limit``. Runs in the caller's transaction.
-        """
-        now = now or timezone.now()
-        expires_at = self.expiry_after(duration)
+    def lock(self, key, limit, expires_at, nowait=False):
+        """Lock ``key``'s semaphore until the caller's transaction ends,
+        creating it with ``limit`` free slots (held until ``expires_at``) if
+        there is none; return its free slots now. ``nowait``: raise RowBusy
+        rather than wait for another transaction's lock."""
         found = self.lock_or_create(
             {"key": key},
-            {"value": limit - 1, "limit": limit, "expires_at": expires_at},
-            ["pk"],
+            {"value": limit, "limit": limit, "expires_at": expires_at},
+            ["value"],
+            nowait=nowait,
         )
-        if found is not None:
-            self.filter(pk=found[0]).take_one(expires_at, now)
+        return limit if found is None else found[0]
 
-    def take_one(self, expires_at, now):
-        """Take a slot of these (locked) semaphores, held until ``expires_at``."""
-        self.update(value=F("value") - 1, expires_at=expires_at, updated_at=now)
+    def take(self, count, expires_at, now):
+        """Take ``count`` slots of these (locked) semaphores, even past their
+        limit (an operator's forced run), held until ``expires_at``."""
+        self.update(value=F("value") - count, expires_at=expires_at, updated_at=now)
 
     def expiry_after(self, duration):
         """When a slot taken now expires after ``duration``, by the database's

@@ -40,8 +40,12 @@ class Outcome:
     error: dict | None = None
     # Kept so the finished signal can log the traceback once the outcome is saved.
     exception: BaseException | None = None
-    # Set when a failed run will be attempted again (its task's retry policy).
+    # Set when a failed run will be attempted again (its task's retry policy),
+    # or when the task snoozed: when it runs next.
     retry_at: datetime | None = None
+    # The task raised Snooze: neither a success nor a failure, and no retry
+    # spent; it runs again at retry_at.
+    snoozed: bool = False
     # The Task that ran, or None if the job's task could not be loaded.
     task: Any = None
 
@@ -64,7 +68,7 @@ class Outcome:
             job.worker_ids = [*job.worker_ids, self.worker_id]
         if self.succeeded:
             job.return_value = self.return_value
-        else:
+        elif not self.snoozed:
             job.errors = [*job.errors, self.error]
         return job
 

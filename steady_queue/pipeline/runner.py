@@ -3,6 +3,8 @@
 import asyncio
 import logging
 import traceback
+from dataclasses import replace
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -14,7 +16,7 @@ from ..compat import (
     task_finished,
     task_started,
 )
-from ..exceptions import TaskNotFoundError, TaskTimeoutError, timeout_message
+from ..exceptions import Snooze, TaskNotFoundError, TaskTimeoutError, timeout_message
 from .arguments import TAGGED, decode_arguments
 from .outcome import Outcome, storable_return_value, storable_text
 from .results import build_result
@@ -39,6 +41,8 @@ class JobRunner:
         try:
             call = self._start(claim, task, decode_arguments(claim.job.arguments))
             value = task.func(*call.args, **call.kwargs)
+        except Snooze as snooze:
+            return self._snoozed(claim, task, snooze)
         except BaseException as error:
             return self._failed(claim, task, error)
         finally:
@@ -53,6 +57,8 @@ class JobRunner:
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
                 value = await task.func(*call.args, **call.kwargs)
+        except Snooze as snooze:
+            return self._snoozed(claim, task, snooze)
         except BaseException as error:
             if limit is not None and limit.expired():
                 # The cancellation surfaced as TimeoutError; a TimeoutError the
@@ -71,6 +77,14 @@ class JobRunner:
         A failed run that will be retried has not finished its task: it is
         logged, and task_finished waits for the last attempt.
         """
+        if outcome.snoozed:
+            logger.info(
+                "Task id=%s path=%s snoozed; it runs again at %s",
+                outcome.job.pk,
+                outcome.job.task_path,
+                outcome.retry_at.isoformat(),
+            )
+            return
         if outcome.retry_at is not None:
             logger.warning(
                 "Task id=%s path=%s attempt %d failed (%s); retrying at %s",
@@ -144,6 +158,13 @@ class JobRunner:
             },
             exception=None if isinstance(error, TaskNotFoundError) else error,
         )
+
+    def _snoozed(self, claim, task, snooze):
+        """The outcome of a run that asked to run again later: the job waits
+        ``snooze.seconds``, with no error and no retry spent."""
+        outcome = self._outcome(claim, task, succeeded=False, snoozed=True)
+        later = outcome.finished_at + timedelta(seconds=snooze.seconds)
+        return replace(outcome, retry_at=later)
 
     def _outcome(self, claim, task, **produced):
         return Outcome(

@@ -12,7 +12,8 @@ import threading
 import time
 from dataclasses import replace
 
-from ..models import ScheduledExecution
+from ..models import BlockedExecution, ScheduledExecution
+from ..models.admission import RATE
 from .db import close_quietly
 from .dispatcher import Dispatcher
 from .interruptible import Interruptible
@@ -53,13 +54,15 @@ class InlinePool:
 class Burst(Interruptible):
     """Runs due jobs through one Worker per configured worker entry.
 
-    Each round dispatches every scheduled job that is due, then lets each
+    Each round dispatches every scheduled job that is due (and the jobs whose
+    rate window has opened), then lets each
     worker claim and run until it is idle. ``until_idle`` ends the burst after
     a round that found nothing to do (``--once``); otherwise it waits for new
     jobs until ``max_tasks`` have run or it is stopped (``--max-tasks``).
     ``inline`` runs every job in the calling thread (test suites);
     ``run_scheduled`` runs scheduled jobs (a future ``run_after``, a retry's
-    wait) without waiting for their time.
+    wait) without waiting for their time, and jobs waiting on a rate window
+    past their rate.
     """
 
     def __init__(
@@ -148,15 +151,18 @@ class Burst(Interruptible):
         """Make every scheduled job that is due (or, with ``run_scheduled``,
         every one) ready; return how many moved."""
         scheduled = ScheduledExecution.objects.using(self.backend.database)
+        blocked = BlockedExecution.objects.using(self.backend.database)
         if self.run_scheduled:
-            # Every scheduled job, due or not, through its concurrency limit.
-            return len(scheduled.all().make_ready_now())
+            # Every scheduled job, due or not, through its limits; and every
+            # job waiting for room in a rate window, past its rate.
+            waiting = blocked.filter(waits_for=RATE)
+            return len(scheduled.all().make_ready_now()) + len(waiting.make_ready_now())
         batch_size = self.dispatcher.config.batch_size
         moved = total = scheduled.dispatch_next_batch(batch_size)
         while moved == batch_size:
             moved = scheduled.dispatch_next_batch(batch_size)
             total += moved
-        return total
+        return total + len(blocked.release_due_rates()[0])
 
     def pool_settled(self, worker, timeout=1.0):
         """Wait until every pool thread counts itself free; True if none does

@@ -1,9 +1,17 @@
-"""Dispatcher: moves due scheduled jobs on, and keeps concurrency slots flowing."""
+"""Dispatcher: moves due scheduled jobs on, keeps concurrency slots flowing, and
+lets jobs waiting on rate windows go as the windows open."""
 
 import logging
 import time
 
-from ..models import Batch, BlockedExecution, ScheduledExecution, Semaphore, UniqueKey
+from ..models import (
+    Batch,
+    BlockedExecution,
+    RateWindow,
+    ScheduledExecution,
+    Semaphore,
+    UniqueKey,
+)
 from .poller import Poller
 
 logger = logging.getLogger("steady_queue")
@@ -14,6 +22,8 @@ class Dispatcher(Poller):
 
     Every ``concurrency_maintenance_interval`` it also expires the semaphores of
     slot holders that died, and releases the blocked jobs that waited on them.
+    Jobs waiting on a rate window are let go when it opens: the dispatcher
+    sleeps until then, if that is sooner than its polling interval.
     """
 
     kind = "dispatcher"
@@ -42,11 +52,15 @@ class Dispatcher(Poller):
         moved = ScheduledExecution.objects.using(self.database).dispatch_next_batch(
             self.config.batch_size
         )
-        return 0 if moved == self.config.batch_size else self.polling_interval
+        blocked = BlockedExecution.objects.using(self.database)
+        _, opens_in = blocked.release_due_rates()
+        delay = 0 if moved == self.config.batch_size else self.polling_interval
+        return delay if opens_in is None else min(delay, opens_in)
 
     def maintain_concurrency(self):
-        """Expire abandoned semaphores, release the jobs blocked on them, and
-        forget the unique keys of started jobs."""
+        """Expire abandoned semaphores, release the jobs blocked on them,
+        forget the unique keys of started jobs and the rate starts that no
+        longer count."""
         semaphores = Semaphore.objects.using(self.database)
         # Expiry times are compared by the database's clock: one this host's
         # clock running ahead would expire slots that are still held.
@@ -56,6 +70,8 @@ class Dispatcher(Poller):
         released = blocked.release_expired(now=now)
         # Keys of @unique jobs that started: nothing needs them any more.
         UniqueKey.objects.using(self.database).forget_stale()
+        # Rate starts past their period, and the windows nothing counts in.
+        RateWindow.objects.using(self.database).forget_idle(now)
         # Scheduled only once it succeeded: a failed run is retried next poll.
         self.next_maintenance_at = (
             time.monotonic() + self.config.concurrency_maintenance_interval

@@ -141,11 +141,14 @@ def outcome_not_stored(outcome, refused):
     produced = (
         "it succeeded"
         if outcome.succeeded
+        else "it snoozed"
+        if outcome.snoozed
         else f"it failed with {outcome.error['exception_class_path']}"
     )
     return replace(
         outcome,
         succeeded=False,
+        snoozed=False,
         return_value=None,
         exception=None,
         retry_at=None,

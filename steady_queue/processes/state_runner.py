@@ -10,16 +10,21 @@ A handler past its state's timeout cannot be interrupted (a thread cannot be
 killed): as a worker does with a job past its timeout, the runner records the
 try as failed at once, leases nothing more, lets its other handlers finish,
 and exits to be replaced, which in fork mode ends the stuck thread with the
-process.
+process. A coroutine handler (``async def``) runs on the pool's event loop
+instead, and is cancelled at its timeout, a failed try like any other; only
+if the loop itself is blocked does the sentinel step in, as for a thread.
 """
 
+import asyncio
 import collections
 import itertools
 import logging
 import threading
 import time
 from dataclasses import dataclass
+from inspect import iscoroutinefunction
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
@@ -37,6 +42,10 @@ logger = logging.getLogger("steady_queue")
 
 # A full pool sleeps until a thread frees up; this only bounds a missed wake-up.
 FULL_POOL_WAIT = 10.0
+# A coroutine handler is cancelled on the loop at its timeout; only if the
+# loop is blocked (sync code in a coroutine) does the sentinel step in, this
+# much later.
+ASYNC_GRACE = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,23 +183,39 @@ class StateRunner(Poller):
         state = row.state_object
         run = Run(next(self.numbers), model, row, lease, state.qualified_name)
         self.running[run.pk] = run
-        self.deadlines.watch(run, state.timeout_under(self.config.lease))
-        self.pool.post(lambda: (run, self.run_watched(run)))
+        seconds = state.timeout_under(self.config.lease)
+        if iscoroutinefunction(state.handler_function):
+            self.deadlines.watch(run, seconds, grace=ASYNC_GRACE)
+            self.pool.post_coroutine(lambda: self.arun_watched(run, seconds))
+        else:
+            self.deadlines.watch(run, seconds)
+            self.pool.post(lambda: (run, self.run_watched(run)))
 
     def run_watched(self, run):
         """On a pool thread: run_handler, where the sentinel can find its stack."""
         self.deadlines.threads[run.pk] = threading.get_ident()
         return self.run_handler(run.row)
 
+    async def arun_watched(self, run, seconds):
+        """On the pool's event loop: (run, what its coroutine handler returned)."""
+        return run, await self.arun_handler(run.row, seconds)
+
     def run_handler(self, row):
-        """The State the row's handler moves it to, or None."""
+        """The State the row's handler moves it to, or None.
+
+        A coroutine handler is run to its end here, as async_to_sync runs one
+        (steady_queue.testing: its database calls through sync_to_async come
+        back to this thread, and so to the test's connection).
+        """
         graph = row.state_graph()
+        handler = self._handler_of(row, graph)
+        if handler is not None and iscoroutinefunction(handler):
+            return async_to_sync(self.arun_handler)(row, None)
         self.close_old_connections()
         try:
-            state = graph.get(row.state)
-            if state.handler_function is None:
-                return None  # logged at boot
-            returned = state.handler_function(row)
+            if handler is None:
+                return None  # no handler, logged at boot; or not in the graph
+            returned = handler(row)
             return None if returned is None else graph.get(returned)
         except BaseException as error:
             if isinstance(error, KeyboardInterrupt) and on_main_thread():
@@ -198,17 +223,63 @@ class StateRunner(Poller):
             # SystemExit and KeyboardInterrupt too: raised by a handler, they
             # concern its row alone, which stays where it is and is tried
             # again after the interval; this thread carries on.
-            logger.exception(
-                "%s: the handler of %s.%s failed on %s %s",
-                self.description,
-                graph.__name__,
-                row.state,
-                row._meta.label,
-                row.pk,
-            )
+            self._log_failure(row, graph)
             return None
         finally:
             self.close_old_connections()
+
+    async def arun_handler(self, row, seconds):
+        """The State a row's coroutine handler moves it to, or None; cancelled
+        (a failed try) after ``seconds``, the state's timeout."""
+        graph = row.state_graph()
+        limit = None
+        try:
+            handler = graph.get(row.state).handler_function
+            async with asyncio.timeout(seconds) as limit:
+                returned = await handler(row)
+            return None if returned is None else graph.get(returned)
+        except BaseException as error:
+            if limit is not None and limit.expired():
+                logger.warning(
+                    "%s: the handler of %s.%s ran past its %g s timeout on %s %s "
+                    "and was cancelled; tried again after the interval",
+                    self.description,
+                    graph.__name__,
+                    row.state,
+                    seconds,
+                    row._meta.label,
+                    row.pk,
+                )
+                return None
+            if isinstance(error, KeyboardInterrupt) and on_main_thread():
+                raise
+            # Cancelled at a stop, or failed: the row is tried again.
+            self._log_failure(row, graph)
+            return None
+        finally:
+            if self.manage_connections:
+                # The thread sync_to_async runs database calls on keeps its
+                # connection: it follows CONN_MAX_AGE, as a pool thread's does.
+                await sync_to_async(close_old_connections)()
+
+    def _handler_of(self, row, graph):
+        """The row's state's handler, or None (none registered, or the row's
+        state is not in its graph: that failure is logged as a handler's)."""
+        try:
+            return graph.get(row.state).handler_function
+        except ValueError:
+            self._log_failure(row, graph)
+            return None
+
+    def _log_failure(self, row, graph):
+        logger.exception(
+            "%s: the handler of %s.%s failed on %s %s",
+            self.description,
+            graph.__name__,
+            row.state,
+            row._meta.label,
+            row.pk,
+        )
 
     def close_old_connections(self):
         if self.manage_connections:

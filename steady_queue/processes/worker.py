@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from ..decorators.timeouts import overrun_error, timeout_for
 from ..exceptions import TaskNotFoundError
-from ..models import ClaimedExecution, ReadyExecution
+from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from .claims_ahead import UNSHARED
@@ -221,6 +221,24 @@ class Worker(Poller):
                 "%s: could not start job %s", self.description, claim.job.pk
             )
             self.completed(self.runner.not_runnable(claim, error))
+        if claim.job.rate_keys:
+            self.stamp_rate_start(claim)
+
+    def stamp_rate_start(self, claim):
+        """Tell the job's rate windows it started, by the database's clock:
+        now, after its claim committed and its attempt's start was taken."""
+        try:
+            RateStart.objects.using(self.database).stamp_started([claim.job.pk])
+        except Exception:
+            # The run goes on whatever the database says (an outage, say).
+            # Unstamped, its start counts on; once the run has ended, the next
+            # look at its window stamps it: later, never earlier.
+            logger.warning(
+                "%s: could not stamp the rate start of job %s",
+                self.description,
+                claim.job.pk,
+                exc_info=True,
+            )
 
     def _start(self, claim):
         job = claim.job

@@ -94,7 +94,8 @@ def collect(backend, now=None):
         "steady_queue_runs_total",
         "counter",
         "Runs recorded, per queue, task and status (succeeded, retried: failed "
-        "and scheduled again, failed: for good); kept across clear-finished.",
+        "and scheduled again, snoozed: asked to run again later, failed: for "
+        "good); kept across clear-finished.",
         [
             ({"queue": queue, "task": task, "status": status}, totals["count"])
             for (queue, task, status), totals in sorted(runs.items())

@@ -1,5 +1,5 @@
-"""The status report: live processes, job counts per queue, running batches
-and state machines, as text or JSON."""
+"""The status report: live processes, job counts per queue, running batches,
+busy rate limits and state machines, as text or JSON."""
 
 import json
 
@@ -11,6 +11,7 @@ from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
 from .batches import batch_lines, batches_overview
 from .queues import queue_overview
+from .rate_limits import rate_limit_lines, rate_limits_overview
 from .recurring import recurring_lines, recurring_status
 from .state_machines import state_machine_lines, state_machines_overview
 
@@ -49,6 +50,7 @@ def collect_status(backend):
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
         "recurring": recurring_status(db, now),
         "batches": batches_overview(db, now),
+        "rate_limits": rate_limits_overview(db),
         # Each in its own model's database (its router's), not only ``db``.
         "state_machines": state_machines_overview(now),
         "warnings": unserved_queue_warnings(
@@ -128,11 +130,14 @@ def print_status(backend, out, as_json=False):
         + ", ".join(f"{state} {count}" for state, count in totals.items())
         + f", finished {'~' if finished['estimated'] else ''}{finished['count']}"
     )
-    batches = batch_lines(status["batches"])
-    if batches:
-        out.write("")
-        for line in batches:
-            out.write(line)
+    for lines in (
+        batch_lines(status["batches"]),
+        rate_limit_lines(status["rate_limits"]),
+    ):
+        if lines:
+            out.write("")
+            for line in lines:
+                out.write(line)
     machines = state_machine_lines(status["state_machines"])
     if machines:
         out.write("")

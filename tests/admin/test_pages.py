@@ -162,3 +162,18 @@ def test_breadcrumbs_use_the_markup_this_django_styles(viewer, page):
     )
     assert expected in content
     assert 'href="/admin/steady_queue/">Steady Queue</a>' in content
+
+
+def test_rate_windows_show_their_window_and_waiting_jobs(operator, tmp_path):
+    from tests import tasks
+
+    for _ in range(12):
+        tasks.ten_a_second.enqueue(str(tmp_path / "runs"), "api")
+
+    response = operator.get(reverse("admin:steady_queue_ratewindow_changelist"))
+
+    content = response.content.decode()
+    assert "tests.tasks.ten_a_second/api" in content
+    assert "10 per 1 s" in content
+    assert "10 of 10 (10 ready, not yet claimed)" in content
+    assert '?state=blocked">2</a>' in content

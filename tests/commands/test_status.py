@@ -256,3 +256,20 @@ def test_status_names_a_state_machine_whose_table_cannot_be_read():
     assert line.endswith("(is the model's migration applied?)")
     assert "  stator_app.Article  new 0, published 0, archived* 0, held 0" in text
     assert "Queues:" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_shows_the_busy_rate_keys_and_their_waiting_jobs(tmp_path):
+    from tests import tasks
+
+    for _ in range(12):
+        tasks.ten_a_second.enqueue(str(tmp_path / "runs"), "api")
+
+    [entry] = json.loads(run("status", "--json"))["rate_limits"]
+    assert entry["key"] == "tests.tasks.ten_a_second/api"
+    assert (entry["limit"], entry["period_seconds"]) == (10, 1.0)
+    assert (entry["in_window"], entry["not_started"], entry["waiting"]) == (10, 10, 2)
+    assert 0 < entry["next_slot_in_seconds"] <= 1
+    text = run("status")
+    assert "Rate limits (starts in the window now; the busiest keys):" in text
+    assert "tests.tasks.ten_a_second/api  10 of 10 per 1 s, 2 waiting" in text

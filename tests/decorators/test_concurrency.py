@@ -102,7 +102,7 @@ def test_duration_accepts_seconds_or_a_timedelta():
     def limited():
         pass
 
-    limit = limited._steady_queue_concurrency
+    [limit] = limited._steady_queue_concurrency
     assert limit.duration == timedelta(seconds=90)
     assert slot_duration(limit, "default") == timedelta(seconds=90)
     assert slot_duration(ConcurrencyLimit(), "default") == timedelta(

@@ -5,7 +5,8 @@ import asyncio
 import pytest
 
 from steady_queue.compat import task_backends
-from steady_queue.conf import WorkerConfig
+from steady_queue.conf import DispatcherConfig, WorkerConfig
+from steady_queue.processes.dispatcher import Dispatcher
 from steady_queue.processes.worker import Worker
 
 
@@ -64,3 +65,21 @@ def make_worker():
     for worker in made:
         worker.pool.stop()
         worker.close_wake_pipe()
+
+
+@pytest.fixture
+def make_dispatcher():
+    """Build dispatchers (not booted) that a test polls by hand."""
+    made = []
+
+    def make(**config):
+        config = DispatcherConfig(**{"polling_interval": 0.05, **config})
+        dispatcher = Dispatcher(
+            task_backends["default"], config, name=f"dispatcher-unit-{len(made)}"
+        )
+        made.append(dispatcher)
+        return dispatcher
+
+    yield make
+    for dispatcher in made:
+        dispatcher.close_wake_pipe()

@@ -10,8 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from steady_queue.compat import TaskResultStatus, task_backends
-from steady_queue.conf import DispatcherConfig
+from steady_queue.compat import TaskResultStatus
 from steady_queue.models import (
     BlockedExecution,
     Process,
@@ -19,7 +18,6 @@ from steady_queue.models import (
     ScheduledExecution,
     Semaphore,
 )
-from steady_queue.processes.dispatcher import Dispatcher
 from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
@@ -29,23 +27,6 @@ from ..helpers import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 KEY = "tests.tasks.one_at_a_time/k"
-
-
-@pytest.fixture
-def make_dispatcher():
-    made = []
-
-    def make(**config):
-        config = DispatcherConfig(**{"polling_interval": 0.05, **config})
-        dispatcher = Dispatcher(
-            task_backends["default"], config, name=f"dispatcher-unit-{len(made)}"
-        )
-        made.append(dispatcher)
-        return dispatcher
-
-    yield make
-    for dispatcher in made:
-        dispatcher.close_wake_pipe()
 
 
 def scheduled(task=tasks.add, args=(1, 1), seconds=3600):

@@ -16,6 +16,7 @@ from ..stator_app.models import (
     Article,
     Chore,
     ChoreStates,
+    Errand,
     Parcel,
 )
 
@@ -278,3 +279,68 @@ def test_a_runner_refuses_to_start_where_a_timeout_is_not_below_its_lease():
         runner.boot()
     assert runner.process is None  # not registered
     runner.close_wake_pipe()
+
+
+def errand_stored(errand):
+    errand.refresh_from_db()
+    return errand
+
+
+def test_a_coroutine_handler_runs_on_the_event_loop_with_the_async_orm(make_runner):
+    runner = make_runner(threads=2)
+    runner.models = [Errand]
+    errands = [Errand.objects.create() for _ in range(5)]
+
+    settle(
+        runner,
+        lambda: set(Errand.objects.values_list("state", flat=True)) == {"done"},
+        "every errand done",
+    )
+
+    assert {errand_stored(errand).runs for errand in errands} == {1}
+    assert runner.pool._loop is not None  # the loop ran them, not the threads
+
+
+def test_a_coroutine_handler_past_its_timeout_is_cancelled_as_a_failed_try(
+    make_runner, caplog
+):
+    runner = make_runner(threads=1)
+    runner.models = [Errand]
+    sleeper = Errand.objects.create(behaviour="sleeps")
+    started = timezone.now()
+
+    # ErrandStates.todo's timeout is 0.5 s: the loop cancels the coroutine.
+    settle(
+        runner,
+        lambda: (
+            errand_stored(sleeper).state_attempts == 1
+            and sleeper.state_locked_until is None
+        ),
+        "the try recorded",
+    )
+
+    assert sleeper.state == "todo"
+    assert sleeper.state_next_attempt_at >= started + timedelta(seconds=29)
+    assert "ran past its 0.5 s timeout" in caplog.text
+    # Cancelled on the loop: the runner does not drain, and the loop is free.
+    assert runner.replacement_reason is None and not runner.stopping
+    fine = Errand.objects.create()
+    settle(runner, lambda: errand_stored(fine).state == "done", "a later errand")
+
+
+def test_a_failing_coroutine_handler_is_a_failed_try_for_its_row(make_runner, caplog):
+    runner = make_runner()
+    runner.models = [Errand]
+    failing = Errand.objects.create(behaviour="fails")
+
+    settle(
+        runner,
+        lambda: (
+            errand_stored(failing).state_attempts == 1
+            and failing.state_locked_until is None
+        ),
+        "the try recorded",
+    )
+
+    assert failing.state == "todo" and failing.runs == 1
+    assert "this errand cannot be run" in caplog.text

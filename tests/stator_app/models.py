@@ -1,5 +1,6 @@
 """Models the suite needs of its own: a StatorModel for the state machines."""
 
+import asyncio
 import threading
 
 from django.db import models
@@ -121,3 +122,32 @@ def do(chore):
     elif chore.behaviour == "interrupts":
         raise KeyboardInterrupt
     return ChoreStates.done
+
+
+class ErrandStates(StateGraph):
+    """Coroutine handlers: run on the state runner's event loop."""
+
+    todo = State(try_interval=30, timeout=0.5)
+    done = State(terminal=True)
+
+
+class Errand(StatorModel):
+    """A StatorModel whose (async) handler behaves as its ``behaviour`` says."""
+
+    behaviour = models.CharField(max_length=20, default="")
+    state = StateField(ErrandStates)
+    # What the handler did, written with the async ORM.
+    runs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        app_label = "stator_app"
+
+
+@ErrandStates.todo.handler
+async def run_errand(errand):
+    await type(errand).objects.filter(pk=errand.pk).aupdate(runs=models.F("runs") + 1)
+    if errand.behaviour == "sleeps":
+        await asyncio.sleep(30)
+    elif errand.behaviour == "fails":
+        raise RuntimeError("this errand cannot be run")
+    return ErrandStates.done

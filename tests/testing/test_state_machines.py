@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from steady_queue.testing import run_state_machines
 
-from ..stator_app.models import Article, Parcel
+from ..stator_app.models import Article, Errand, Parcel
 
 # Not transaction=True: handlers run inside the test's transaction.
 pytestmark = pytest.mark.django_db
@@ -61,3 +61,14 @@ def test_a_failing_handler_is_logged_and_its_row_retried_after_its_interval(capl
 def test_an_unknown_model_is_refused_with_what_to_name():
     with pytest.raises(ImproperlyConfigured, match=r"'app_label\.ModelName'"):
         run_state_machines("stator_app.Nothing")
+
+
+def test_a_coroutine_handler_runs_in_the_tests_transaction():
+    # Its async ORM calls come back to this thread, and so to the test's
+    # connection: it sees the row created in the test's transaction.
+    errand = Errand.objects.create()
+
+    assert run_state_machines(Errand) == 1
+
+    errand.refresh_from_db()
+    assert (errand.state, errand.runs) == ("done", 1)

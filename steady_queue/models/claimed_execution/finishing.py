@@ -208,7 +208,7 @@ class Finishing:
 
     def release_concurrency_slots(self, jobs):
         """Give back the slots these finished jobs held; unblock the next jobs."""
-        self.release_keys([job.concurrency_key for job in jobs if job.concurrency_key])
+        self.release_keys([key for job in jobs for key in job.concurrency_keys])
 
     def release_keys(self, keys):
         """Give back one slot per occurrence of a concurrency key; unblock the
@@ -279,7 +279,9 @@ class Finishing:
 
 def with_retry_decided(outcome):
     """The outcome, with retry_at set if its job's retry policy runs it again."""
-    if outcome.succeeded or outcome.exception_class is JobCancelledError:
+    if outcome.succeeded or outcome.snoozed:
+        return outcome
+    if outcome.exception_class is JobCancelledError:
         # An operator's cancellation is final, whatever the retry policy.
         return outcome
     # Every earlier attempt failed (a success ends the job), leaving an error.

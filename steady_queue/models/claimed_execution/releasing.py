@@ -30,7 +30,8 @@ class Releasing:
         jobs ({process id: worker name}): each such run counts as an attempt
         (worker_ids, started_at), so a job run again after an interrupted
         attempt knows it ran before. Claims of other processes were never
-        started and count nothing.
+        started and count nothing. A job under @limits_rate passes its rate
+        limits again (it may wait, blocked, for room in its windows).
         """
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
@@ -44,6 +45,9 @@ class Releasing:
                     "backend_name",
                     "worker_ids",
                     "started_at",
+                    "task_path",
+                    "concurrency_key",
+                    "limit_keys",
                 )
             )
             started = []
@@ -57,7 +61,16 @@ class Releasing:
                     started.append(job)
             if started:
                 self._count_interrupted_attempts(started)
-            models_package.ReadyExecution.objects.using(self.db).create_all_for(jobs)
+            # A rate-limited job's next run is a start of its own: it takes
+            # room in its windows again (its concurrency slots it keeps).
+            rated = [job for job in jobs if job.rate_keys]
+            if rated:
+                models_package.Job.objects.using(self.db).dispatch_all(
+                    rated, holding_concurrency=True
+                )
+            models_package.ReadyExecution.objects.using(self.db).create_all_for(
+                [job for job in jobs if not job.rate_keys]
+            )
         return list(claims)
 
     def _take_claims(self, columns):
@@ -184,7 +197,14 @@ class Releasing:
             jobs = list(
                 models_package.Job.objects.using(self.db)
                 .filter(pk__in=ids)
-                .only("pk", "concurrency_key", "backend_name", "task_path", "batch_id")
+                .only(
+                    "pk",
+                    "concurrency_key",
+                    "limit_keys",
+                    "backend_name",
+                    "task_path",
+                    "batch_id",
+                )
             )
             models_package.FailedExecution.objects.using(self.db).create_all_for(jobs)
             Batch.objects.using(self.db).count_ended(failed=jobs)

@@ -97,14 +97,14 @@ SELECT id, (
 class EnqueueRequest:
     """One call to enqueue: the unsaved job row and what its task asks of it.
 
-    ``limit`` is the task's ConcurrencyLimit, ``unique`` its UniqueRuns and
+    ``limits`` is the task's TaskLimits, ``unique`` its UniqueRuns and
     ``unique_key`` this call's key under it; none of them is stored on the row.
     ``batch_sized_when_sealed``: the job's batch counts its jobs when its
     block seals it (Batch.seal), not as each is enqueued.
     """
 
     job: Any  # an unsaved steady_queue.models.Job
-    limit: Any = None
+    limits: Any = None
     unique: Any = None
     unique_key: str | None = None
     batch_sized_when_sealed: bool = False
@@ -116,8 +116,14 @@ class EnqueueRequest:
 
     @property
     def takes_a_lock(self):
-        """Whether this call locks a unique key or a semaphore row."""
-        return self.job.needs_concurrency_slot or self.unique_key is not None
+        """Whether this call locks a unique key, a semaphore or a rate window
+        (or carries the limit keys of a later one: the one-statement inserts
+        write concurrency_key alone)."""
+        return (
+            self.job.must_pass_limits
+            or self.job.limit_keys is not None
+            or self.unique_key is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,15 +209,21 @@ class Enqueueing:
         usable.
         """
         enqueued = {}
-        # In key order: concurrent enqueues lock the same unique-key and
-        # semaphore rows in the same order, so they cannot deadlock each other.
+        # In key order: concurrent enqueues lock the same unique-key,
+        # semaphore and rate window rows in the same order, so they cannot
+        # deadlock each other.
         in_lock_order = sorted(
             range(len(requests)),
             key=lambda i: (
                 requests[i].unique_key or "",
-                requests[i].job.concurrency_key or "",
+                sorted(requests[i].job.concurrency_keys),
+                sorted(requests[i].job.rate_keys),
             ),
         )
+        # Calls without a unique key are routed together at the end: their
+        # limits are decided in one pass, every semaphore and window locked
+        # once, in key order, and the jobs let through in the order enqueued.
+        together = []
         with transaction.atomic(using=self.db):
             # In the savepoint: a refused duplicate is not counted either.
             self._count_in_batches(requests)
@@ -219,14 +231,15 @@ class Enqueueing:
                 request = requests[position]
                 job = request.job
                 job.save(using=self.db, force_insert=True)
-                holder = None
-                if request.unique_key:
-                    keys = UniqueKey.objects.using(self.db)
-                    holder = keys.take(request.unique_key, job.pk)
+                if not request.unique_key:
+                    together.append(position)
+                    continue
+                keys = UniqueKey.objects.using(self.db)
+                holder = keys.take(request.unique_key, job.pk)
                 if holder is None:
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
-                    states = self.route([job], limits={job.pk: request.limit})
+                    states = self.route([job], limits={job.pk: request.limits})
                     enqueued[position] = Enqueued(job, states[job.pk])
                     continue
                 # Saved first because the key row names a job; dropped again.
@@ -237,6 +250,13 @@ class Enqueueing:
                 if request.unique.on_duplicate == "refuse":
                     raise DuplicateTaskError(job.task_path, request.unique_key, holder)
                 enqueued[position] = Enqueued(self.get(pk=holder), None, merged=True)
+            together.sort()
+            jobs = [requests[position].job for position in together]
+            limits = {requests[p].job.pk: requests[p].limits for p in together}
+            states = self.route(jobs, limits=limits) if jobs else {}
+            for position in together:
+                job = requests[position].job
+                enqueued[position] = Enqueued(job, states[job.pk])
         return [enqueued[position] for position in range(len(requests))]
 
     def _with_lock_retries(self, function, requests):

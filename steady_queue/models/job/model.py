@@ -30,6 +30,11 @@ class Job(models.Model):
     errors = RowJSONField(default=list, blank=True)
     worker_ids = RowJSONField(default=list, blank=True)
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    # Every limit key of a job with more than one concurrency limit, or with
+    # a rate limit: {"concurrency": [...], "rate": [...]}, in the task's
+    # limits' order (concurrency_key is then the first concurrency key).
+    # NULL for the rest, whose one key, if any, is concurrency_key.
+    limit_keys = RowJSONField(null=True, blank=True)
     # No foreign-key constraint: an enqueue pays no check for it, and clearing
     # ended batches leaves their old jobs alone.
     batch = models.ForeignKey(
@@ -97,10 +102,50 @@ class Job(models.Model):
     def is_scheduled(self):
         return self.scheduled_at is not None and self.scheduled_at > self.enqueued_at
 
+    @classmethod
+    def limit_columns(cls, concurrency_keys, rate_keys):
+        """The columns that store a call's limit keys: concurrency_key, and
+        limit_keys when one column cannot hold them all."""
+        first = concurrency_keys[0] if concurrency_keys else None
+        if len(concurrency_keys) <= 1 and not rate_keys:
+            return {"concurrency_key": first, "limit_keys": None}
+        return {
+            "concurrency_key": first,
+            "limit_keys": {
+                "concurrency": list(concurrency_keys),
+                "rate": list(rate_keys),
+            },
+        }
+
     @property
-    def needs_concurrency_slot(self):
-        """Whether this job must take a concurrency slot before it runs now."""
-        return bool(self.concurrency_key) and not self.is_scheduled
+    def concurrency_keys(self):
+        """Every concurrency key this job holds a slot of (or waits for)."""
+        stored = self._stored_limit_keys("concurrency")
+        if stored is not None:
+            return stored
+        return [self.concurrency_key] if self.concurrency_key else []
+
+    @property
+    def rate_keys(self):
+        """Every rate key this job takes a start of before it runs."""
+        return self._stored_limit_keys("rate") or []
+
+    def _stored_limit_keys(self, kind):
+        # A row changed by hand may hold anything: only a list of strings counts.
+        keys = self.limit_keys.get(kind) if isinstance(self.limit_keys, dict) else None
+        if not isinstance(keys, list):
+            return None
+        return [key for key in keys if isinstance(key, str)]
+
+    @property
+    def is_limited(self):
+        """Whether a concurrency or rate limit may hold this job back."""
+        return bool(self.concurrency_key or self.limit_keys)
+
+    @property
+    def must_pass_limits(self):
+        """Whether this job must pass its limits (concurrency, rate) to run now."""
+        return self.is_limited and not self.is_scheduled
 
     def observed_state(self):
         """Its states.Observed: from with_state()'s annotations if it was

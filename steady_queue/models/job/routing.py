@@ -1,16 +1,15 @@
-"""Routing: giving saved jobs their execution row, through concurrency limits."""
+"""Routing: giving saved jobs their execution row, through their limits."""
 
 from django.utils import timezone
 
-from ...decorators.concurrency import limits_by_job
-from ...exceptions import ConcurrencyLimitDiscarded, error_payload
+from ...decorators.limits import limits_by_job
 from ...states import State
+from ..admission import BLOCKED, DISCARDED, READY, Admission
 from ..batch import Batch
 from ..blocked_execution import BlockedExecution
 from ..failed_execution import FailedExecution
 from ..ready_execution import ReadyExecution
 from ..scheduled_execution import ScheduledExecution
-from ..semaphore import Semaphore, slot_duration
 
 
 class Routing:
@@ -20,7 +19,7 @@ class Routing:
     def route(self, jobs, now=None, limits=None):
         """Give saved jobs their first execution row; return {job id: State}.
 
-        ``limits`` is {job id: ConcurrencyLimit or None}, as dispatch_all takes.
+        ``limits`` is {job id: TaskLimits or None}, as dispatch_all takes.
         """
         scheduled = [job for job in jobs if job.is_scheduled]
         if scheduled:
@@ -30,13 +29,16 @@ class Routing:
         )
         return {**{job.pk: State.SCHEDULED for job in scheduled}, **states}
 
-    def dispatch_all(self, jobs, now=None, limits=None):
-        """Make saved jobs ready, unless their concurrency key has no free slot.
+    def dispatch_all(self, jobs, now=None, limits=None, holding_concurrency=False):
+        """Make saved jobs ready, unless their limits hold them back.
 
-        A job that finds no slot is blocked until one is released, or, if its
-        limit says on_conflict="discard", recorded as failed without running.
-        ``limits`` maps job ids to their ConcurrencyLimit when the caller holds
-        the tasks (enqueue); otherwise each task's limit is looked up once.
+        A job that finds no free concurrency slot, or no room in a rate
+        window, is blocked until there is, or, if its limit says "discard",
+        recorded as failed without running (models/admission.py says which).
+        ``limits`` maps job ids to their TaskLimits when the caller holds the
+        tasks (enqueue); otherwise each task's limits are looked up once.
+        ``holding_concurrency``: the jobs hold their concurrency slots already
+        (handed back to ready from a claim) and pass their rate limits only.
         Runs in the caller's transaction; returns {job id: State}.
         """
         now = now or timezone.now()
@@ -44,56 +46,54 @@ class Routing:
             limits = limits_by_job(jobs)
         # A discarded job is counted in its batch: lock those batch rows
         # before any semaphore row, the order every transaction takes them in.
+        # (A job holding its slots is never discarded.)
         Batch.objects.using(self.db).lock_all(
             job.batch_id
             for job in jobs
-            if job.batch_id and _may_discard(limits.get(job.pk))
+            if job.batch_id
+            and not holding_concurrency
+            and limits.get(job.pk)
+            and limits[job.pk].may_discard
         )
-        semaphores = Semaphore.objects.using(self.db)
+        admission = Admission(self.db, now)
+        # Every semaphore and window locked, in key order, before deciding:
+        # each stays locked until the caller's transaction ends, so a run
+        # finishing meanwhile waits, then sees the jobs blocked here.
+        admission.lock_all(jobs, limits)
         ready, blocked, discarded = [], [], []
-        # Sorted by key: transactions taking several semaphores take them in
-        # the same order, so they cannot deadlock on each other.
-        for job in sorted(jobs, key=lambda job: job.concurrency_key or ""):
-            limit = limits.get(job.pk)
-            # The semaphore row stays locked until the caller's transaction
-            # ends (see Semaphore.objects.acquire).
-            if semaphores.take_slot_for(job, limit, now):
+        for job in jobs:
+            if limits.get(job.pk) is None:
+                ready.append(job)  # no limit (left), or its task is gone
+                continue
+            decision = admission.place(
+                job, limits[job.pk], holds_concurrency=holding_concurrency
+            )
+            if decision.outcome == READY:
                 ready.append(job)
-            elif limit.on_conflict == "discard":
-                discarded.append((job, limit))
-            else:
-                blocked.append((job, now + slot_duration(limit, job.backend_name)))
+            elif decision.outcome == BLOCKED:
+                blocked.append((job, decision))
+            elif decision.outcome == DISCARDED:
+                discarded.append((job, decision.error))
+        admission.write()
         if ready:
             ReadyExecution.objects.using(self.db).create_all_for(ready, now)
         if blocked:
             BlockedExecution.objects.using(self.db).create_all_for(blocked, now)
         if discarded:
-            self._discard(discarded, now)
+            self.discard_unrun(discarded, now)
         return {
             **{job.pk: State.READY for job in ready},
             **{job.pk: State.BLOCKED for job, _ in blocked},
             **{job.pk: State.FAILED for job, _ in discarded},
         }
 
-    def _discard(self, jobs_and_limits, now):
+    def discard_unrun(self, jobs_and_errors, now):
+        """Record these jobs as failed without running, each with its error."""
         jobs = []
-        for job, limit in jobs_and_limits:
+        for job, error in jobs_and_errors:
             job.finished_at = now
-            job.errors = [
-                *job.errors,
-                error_payload(
-                    ConcurrencyLimitDiscarded,
-                    f"Not run: all {limit.to} slot(s) of the concurrency key "
-                    f"{job.concurrency_key!r} were taken, and the task's limit "
-                    'says on_conflict="discard".',
-                ),
-            ]
+            job.errors = [*job.errors, error]
             jobs.append(job)
         self.model.objects.using(self.db).bulk_update(jobs, ["finished_at", "errors"])
         FailedExecution.objects.using(self.db).create_all_for(jobs, now)
         Batch.objects.using(self.db).count_ended(failed=jobs)
-
-
-def _may_discard(limit):
-    """Whether a job under this ConcurrencyLimit (or None) may be discarded."""
-    return limit is not None and limit.on_conflict == "discard"

@@ -185,7 +185,9 @@ class Command(BaseCommand):
 
         # 9. A batch: the restock jobs are enqueued together, in one
         #    transaction, and once every one has ended the batch enqueues its
-        #    callbacks: on_finish always, then on_success or on_failure.
+        #    callbacks: on_finish always, then on_success or on_failure. The
+        #    supplier's API is rate limited: two restocks start at once, the
+        #    other two wait for the next second.
         with steady_queue.batch(
             on_finish=tasks.summarize_restock,
             on_success=tasks.announce_restock,
@@ -205,7 +207,7 @@ class Command(BaseCommand):
                 result,
                 f"restock_item({item!r}, {quantity})",
                 expect=expect,
-                note=f"batch {restock.id}{note}",
+                note=f"batch {restock.id}, {tasks.SUPPLIER_RATE}/s{note}",
             )
         failing = sum(item in tasks.DISCONTINUED for item, _ in RESTOCK)
         batch = {
@@ -357,6 +359,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         batch_problems = self.report_batch(manifest["batch"])
         self.stdout.write("")
+        rate_problems = self.report_rate(entries)
+        self.stdout.write("")
         undelivered = [s for s in shipments if s.state != "delivered"]
         if undelivered:
             raise CommandError(f"{len(undelivered)} shipment(s) not delivered.")
@@ -372,6 +376,10 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Batch {manifest['batch']['id']} did not end as expected."
             )
+        for problem in rate_problems:
+            self.stderr.write(problem)
+        if rate_problems:
+            raise CommandError("A rate limit did not hold.")
         failed = sum(entry["expect"] == TaskResultStatus.FAILED for entry in entries)
         batch = manifest["batch"]
         called = [CALLBACKS[event][0] for event in batch["expect"]["callbacks"]]
@@ -387,6 +395,29 @@ class Command(BaseCommand):
                 "never."
             )
         )
+
+    def report_rate(self, entries):
+        """Print when each rate-limited restock started; return what was
+        unexpected (more starts in a second than the supplier takes)."""
+        path = tasks.restock_item.module_path
+        starts = sorted(
+            self.result(entry).started_at for entry in entries if entry["task"] == path
+        )
+        if not starts or None in starts:
+            return ["restock_item: a job has no start time."]
+        offsets = [(start - starts[0]).total_seconds() for start in starts]
+        self.stdout.write(
+            f"Rate limit: restock_item may start {tasks.SUPPLIER_RATE} times a "
+            "second; its jobs started at "
+            + ", ".join(f"+{offset:.2f} s" for offset in offsets)
+        )
+        most = max(
+            sum(1 for other in offsets if start <= other < start + 1)
+            for start in offsets
+        )
+        if most > tasks.SUPPLIER_RATE:
+            return [f"restock_item started {most} times within one second."]
+        return []
 
     def report_batch(self, expected):
         """Print the batch's outcome and its callbacks; return what was unexpected."""
