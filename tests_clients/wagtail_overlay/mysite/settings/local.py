@@ -33,9 +33,14 @@ if os.environ.get("SQ_TEST_DB") == "postgres":
         }
     }
 else:
+    # As docs/installation.rst advises when other apps write from tasks:
+    # Wagtail's reference index reads in a transaction and writes later, and
+    # SQLite fails such a transaction at once if another writer (a claim, a
+    # finish, the page editor) holds the lock; IMMEDIATE makes it wait.
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL;",
         "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
     }
     # One job at a time: modelsearch's SQLite index looks a row up, then
     # inserts it, so two index jobs for one page at once break its unique
