@@ -1,0 +1,1 @@
+"""The tasks bench/limits.py measures: no-ops under each kind of limit."""
