@@ -61,6 +61,14 @@ def sleep_for(seconds):
 
 
 @task
+def starts_then_sleeps(path, seconds):
+    """Note the start in a file, then sleep: a long run that is seen to start."""
+    _note(path, "started")
+    time.sleep(seconds)
+    return seconds
+
+
+@task
 def record_run(path, label):
     """Append one line per run to a file, so tests can count runs across processes."""
     with open(path, "a") as file:

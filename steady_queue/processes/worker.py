@@ -161,10 +161,11 @@ class Worker(JobStopping, Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
+            # Kept as never started before any starts (each is let go as it
+            # starts): whatever runs, those still waiting are known here.
+            self.claims_ahead.hold(claim.job.pk)
         self.waiting.extend(claims)
         self.start_waiting()
-        for claim in self.waiting:
-            self.claims_ahead.hold(claim.job.pk)
         delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
 

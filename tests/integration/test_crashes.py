@@ -12,6 +12,7 @@ from django.utils import timezone
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, Process, ReadyExecution
 
+from .. import tasks
 from ..helpers import wait_for
 from .support import (
     account_for,
@@ -87,10 +88,13 @@ def test_a_killed_worker_sends_the_jobs_it_claimed_ahead_back_to_ready(
     # A backlog: a job that runs long (unexpectedly, after the short ones)
     # and five more, committed together: the claim after the sleeper's finds
     # them waiting, and takes them ahead of the busy thread.
+    notes = tmp_path / "notes"
     with transaction.atomic():
-        [sleeper] = enqueue_sleeps(60, 1)
+        sleeper = tasks.starts_then_sleeps.enqueue(str(notes), 60)
         behind = enqueue_records(path, 5, prefix="behind")
     wait_for(lambda: claimed_by(worker) == 6, message="the rest claimed ahead")
+    # Started: the worker kept the others as never started before that.
+    wait_for(notes.exists, message="the sleeper to start")
 
     os.kill(worker.pid, signal.SIGKILL)
 
