@@ -48,8 +48,11 @@ def test_a_killed_worker_is_replaced_and_its_jobs_fail_with_process_exit_error(
 ):
     supervisor = start_supervisor()
     [worker] = wait_for_boot(supervisor)
-    sleepers = enqueue_sleeps(60, 3)
+    notes = [tmp_path / f"notes-{n}" for n in range(3)]
+    sleepers = [tasks.starts_then_sleeps.enqueue(str(path), 60) for path in notes]
     wait_for(lambda: claimed_by(worker) == 3, message="the worker took all three")
+    # Running, not only claimed: a claim that never started goes back to ready.
+    wait_for(lambda: all(n.exists() for n in notes), message="all three to start")
 
     os.kill(worker.pid, signal.SIGKILL)
 
