@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime
 
+from django.core.exceptions import EmptyResultSet
 from django.db import DatabaseError, IntegrityError, connections, models, transaction
 from django.utils import timezone
 
@@ -99,7 +100,12 @@ class QueueQuerySet(models.QuerySet):
         return self._raw_delete(self.db)
 
     def _delete_returning(self, fields, limit):
-        return self.dialect.delete_returning(self, fields, limit)
+        try:
+            return self.dialect.delete_returning(self, fields, limit)
+        except EmptyResultSet:
+            # A filter that matches nothing by construction (``pk__in=[]``):
+            # the compiler refuses to write its SQL, and there is nothing to do.
+            return []
 
     def database_now(self):
         """The current time by the database server's clock (aware, UTC).

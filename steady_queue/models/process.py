@@ -187,8 +187,7 @@ class Process(models.Model):
             if claims_error is None:
                 job_ids = self.claims().release_all(worker_ids_by_process=workers)
             else:
-                if never_started:
-                    self.claims().filter(job_id__in=never_started).release_all()
+                self.claims().filter(job_id__in=never_started).release_all()
                 # Job by job: one row that cannot be written must not keep
                 # the others (and this row) from being resolved.
                 jobs = self.claims().fail_each_with(

@@ -11,7 +11,7 @@ from django.db import (
     connections,
 )
 
-from ..dialects import retrying_lock_conflicts
+from ..dialects import database_error_line, retrying_lock_conflicts
 
 logger = logging.getLogger("steady_queue")
 
@@ -37,12 +37,10 @@ class DatabaseGuard:
             # A broken connection must not be reused; the next call reconnects.
             close_quietly(self.database)
             delay = self.backoff()
-            first_line = (str(error).strip().splitlines() or [""])[0]
             logger.warning(
-                "%s: database error (%s: %s); retrying in %.1fs",
+                "%s: database error (%s); retrying in %.1fs",
                 self.owner,
-                type(error).__name__,
-                first_line,
+                database_error_line(error),
                 delay,
             )
             return False, delay
