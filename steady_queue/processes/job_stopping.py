@@ -6,6 +6,7 @@ operator cancelled it, or a supervisor failed it) is stopped here: a
 coroutine cancelled, a thread left to end with the process.
 """
 
+import collections
 import logging
 import time
 
@@ -96,6 +97,10 @@ class JobStopping:
             else:
                 threads.append(job_id)
             self.forget(job_id)
+        if waiting.intersection(lost):
+            self.waiting = collections.deque(
+                claim for claim in self.waiting if claim.job.pk not in lost
+            )
         if stopped:
             # Cancelled on the loop, or never started: a limited one's slot is
             # free again. Should this fail, the slot is given back when this

@@ -310,11 +310,9 @@ class Worker(JobStopping, Poller):
     def forget(self, job_id):
         """This job is no longer this worker's to run or record."""
         self.in_flight.discard(job_id)
+        # Claims still waiting leave self.waiting where they are dropped
+        # (hand_back_waiting, stop_lost_jobs): not scanned for every job here.
         self.claims_ahead.release(job_id)
-        if self.waiting and any(c.job.pk == job_id for c in self.waiting):
-            self.waiting = collections.deque(
-                c for c in self.waiting if c.job.pk != job_id
-            )
         self.coroutines.pop(job_id, None)
         self.deadlines.forget(job_id)
 
@@ -350,6 +348,7 @@ class Worker(JobStopping, Poller):
         ClaimedExecution.objects.using(self.database).held_by(self.process.pk).filter(
             job_id__in=job_ids
         ).release_all()
+        self.waiting.clear()
         for job_id in job_ids:
             self.forget(job_id)
 
