@@ -244,7 +244,9 @@ def test_worker_kills_and_a_pooler_restart_lose_and_double_nothing(
         )
     )
     wait_for_boot(supervisor, workers=3)
-    results += enqueue_records(path, 1500, prefix="first")
+    # Enough that the kill and the pooler's restart land mid-drain: workers
+    # claiming short jobs ahead drain 1,500 before a loaded restart is over.
+    results += enqueue_records(path, 6000, prefix="first")
     wait_for(lambda: len(runs_by_label(path)) >= 200, timeout=30, message="running")
     killed = kill_random_worker()
     assert killed is not None
