@@ -55,8 +55,9 @@ class System:
 
     @property
     def db_name(self) -> str:
-        """The throwaway database (dropped and recreated per run)."""
-        return f"bench_{self.key}"
+        """The throwaway database (dropped and recreated per run); BENCH_DB_SUFFIX
+        keeps two runs on one server (two checkouts) apart."""
+        return f"bench_{self.key}{os.environ.get('BENCH_DB_SUFFIX', '')}"
 
     def unavailable(self) -> str | None:
         """Why this system cannot run right now, or None."""

@@ -79,6 +79,9 @@ class Options:
     supervisor_pidfile: str | None = None
     mode: str = "fork"
     listen_notify: bool = True
+    # SQLite and MySQL: workers also wake when a process on their host makes
+    # their jobs ready (doorbell.py), rather than at their next poll alone.
+    local_wakeup: bool = True
     # The DATABASES alias the workers' LISTEN connections use, when "database"
     # reaches PostgreSQL through a pooler in transaction mode (a LISTEN there
     # hears nothing); None: "database" itself.

@@ -323,6 +323,7 @@ READERS = {
     "supervisor_pidfile": _pidfile,
     "mode": _mode,
     "listen_notify": _boolean,
+    "local_wakeup": _boolean,
     "listen_database": _optional(_database),
     "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
     "concurrency_duration": _duration,

@@ -1,11 +1,13 @@
 """The base QuerySet every steady_queue model shares, and its one locking helper."""
 
 from datetime import UTC, datetime
+from functools import partial
 
 from django.core.exceptions import EmptyResultSet
 from django.db import DatabaseError, IntegrityError, connections, models, transaction
 from django.utils import timezone
 
+from .. import doorbell
 from ..dialects import dialect_for, is_lock_conflict
 
 # PostgreSQL channel on which new ready jobs are announced, with the backend
@@ -127,9 +129,15 @@ class QueueQuerySet(models.QuerySet):
         return now
 
     def notify_ready(self, backend_names):
-        """Tell the listening workers of these backend aliases about new ready
-        jobs (PostgreSQL, sent at commit)."""
-        if not self.dialect.announces_ready_jobs or not backend_names:
+        """Tell the workers of these backend aliases about new ready jobs, once
+        committed: by NOTIFY on PostgreSQL, elsewhere by ringing the doorbells
+        of those on this host (doorbell.py)."""
+        if not backend_names:
+            return
+        if not self.dialect.announces_ready_jobs:
+            # After the commit: a worker woken sooner would find nothing.
+            ring = partial(doorbell.ring, self.db, sorted(set(backend_names)))
+            transaction.on_commit(ring, using=self.db, robust=True)
             return
         with self.connection.cursor() as cursor:
             self.dialect.announce_ready(cursor, READY_CHANNEL, backend_names)

@@ -38,8 +38,9 @@ ORDER BY job.priority DESC, job.id
 
 class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
-        """Make a saved job ready to run."""
-        return self.insert_one(
+        """Make a saved job ready to run; its listening workers are woken at
+        commit."""
+        execution = self.insert_one(
             self.model(
                 job=job,
                 queue_name=job.queue_name,
@@ -48,6 +49,8 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 created_at=job.enqueued_at,
             )
         )
+        self.notify_ready({job.backend_name})
+        return execution
 
     def create_all_for(self, jobs, now=None):
         """Make saved jobs ready to run, in one insert."""
@@ -60,8 +63,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         """Make jobs ready from ``(job id, queue, priority, backend alias)`` rows,
         in one insert; their listening workers are woken at commit."""
         now = now or timezone.now()
-        self.notify_ready({backend_name for *_, backend_name in rows})
-        return self.bulk_create(
+        executions = self.bulk_create(
             [
                 self.model(
                     job_id=job_id,
@@ -73,6 +75,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 for job_id, queue_name, priority, backend_name in rows
             ]
         )
+        # After the rows: in autocommit the wake-up must follow their commit.
+        self.notify_ready({backend_name for *_, backend_name in rows})
+        return executions
 
     def discard_all(self):
         """Delete these ready jobs entirely; return their ids.

@@ -18,6 +18,17 @@ class Interruptible:
         # by then belong to a database socket. Reentrant, because a signal
         # handler may wake the main thread while it holds the lock.
         self._wake_lock = threading.RLock()
+        # Other descriptors whose input ends a sleep as a wake-up does (a
+        # worker's doorbell): objects with fileno() and drain().
+        self._wake_sources = []
+
+    def wake_also_on(self, source):
+        """Let input on ``source`` end sleeps too; it is drained when it does."""
+        self._wake_sources.append(source)
+
+    def stop_waking_on(self, source):
+        if source in self._wake_sources:
+            self._wake_sources.remove(source)
 
     def wake_up(self):
         """Safe from signal handlers and any thread, also after the pipe closed."""
@@ -36,10 +47,16 @@ class Interruptible:
             time.sleep(max(seconds, 0))
             return False
         if seconds > 0:
+            sources = {source.fileno(): source for source in self._wake_sources}
             try:
-                woken = bool(select.select([self._wake_read], [], [], seconds)[0])
+                readable = select.select([self._wake_read, *sources], [], [], seconds)
+                readable = readable[0]
             except InterruptedError:
+                readable, woken = [], True
+            for fileno in readable:
                 woken = True
+                if fileno in sources:
+                    sources[fileno].drain()
         return self._drain() or woken
 
     def wait_readable(self, fileno):

@@ -15,6 +15,7 @@ from inspect import iscoroutinefunction
 from django.utils import timezone
 
 from ..decorators.timeouts import timeout_for
+from ..doorbell import Doorbell
 from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
@@ -81,6 +82,7 @@ class Worker(JobStopping, Poller):
         # arrived, leaving jobs claimed that this process does not run.
         self.claims_uncertain = False
         self.listener = None
+        self.doorbell = None
         # Forked: the worker owns its process and can exit to kill a stuck
         # thread. In thread mode it shares the supervisor's process.
         self.owns_process = self.supervisor_pid is not None
@@ -107,8 +109,13 @@ class Worker(JobStopping, Poller):
 
     def boot(self):
         self.pool.start()
+        announced = ReadyListener.is_supported(self.database)
+        if self.options.local_wakeup and not announced:
+            # Before registering: once the process row shows, a job made ready
+            # on this host wakes it.
+            self.open_doorbell()
         super().boot()
-        if self.options.listen_notify and ReadyListener.is_supported(self.database):
+        if self.options.listen_notify and announced:
             # A NOTIFY for a new ready job ends the poll sleep at once.
             self.listener = ReadyListener(
                 self.options.listen_database or self.database,
@@ -117,6 +124,19 @@ class Worker(JobStopping, Poller):
                 self.backend.alias,
             )
             self.listener.start()
+
+    def open_doorbell(self):
+        """Wake when a process on this host makes this alias's jobs ready."""
+        doorbell = Doorbell(self.database, self.backend.alias, self.name)
+        if doorbell.open():
+            self.doorbell = doorbell
+            self.wake_also_on(doorbell)
+
+    def close_doorbell(self):
+        if self.doorbell is not None:
+            self.stop_waking_on(self.doorbell)
+            self.doorbell.close()
+            self.doorbell = None
 
     def poll(self):
         if self.claims_uncertain:
@@ -356,6 +376,7 @@ class Worker(JobStopping, Poller):
         """Let running jobs finish up to shutdown_timeout, then hand the rest back."""
         if self.listener is not None:
             self.listener.stop()
+        self.close_doorbell()
         self.guard.call(self.hand_back_waiting)
         timeout = 0 if self.immediate else self.options.shutdown_timeout
         deadline = time.monotonic() + timeout

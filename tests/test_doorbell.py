@@ -1,0 +1,128 @@
+"""The doorbell: rings reach the workers of one alias on this host, at commit."""
+
+import os
+import select
+import socket
+
+import pytest
+from django.db import connection, transaction
+
+from steady_queue import doorbell
+from steady_queue.doorbell import Doorbell, doorbell_directory, ring
+from steady_queue.models import ReadyExecution
+from steady_queue.processes.interruptible import Interruptible
+
+pytestmark = pytest.mark.skipif(
+    not doorbell.is_available(), reason="needs Unix datagram sockets"
+)
+
+# Generous: a ring is a local datagram, readable within microseconds.
+DEADLINE = 5.0
+
+
+def rung(bell, timeout=DEADLINE):
+    """Whether the bell has a ring waiting (within ``timeout``); drains it."""
+    readable = select.select([bell.fileno()], [], [], timeout)[0]
+    bell.drain()
+    return bool(readable)
+
+
+@pytest.fixture
+def open_bell():
+    opened = []
+
+    def make(alias="default", name="worker-test"):
+        bell = Doorbell("default", alias, f"{name}-{os.getpid()}")
+        assert bell.open()
+        opened.append(bell)
+        return bell
+
+    yield make
+    for bell in opened:
+        bell.close()
+
+
+def test_a_ring_reaches_each_open_bell_of_its_alias_only(open_bell):
+    first, second = open_bell(name="one"), open_bell(name="two")
+    other = open_bell(alias="separate", name="three")
+
+    ring("default", ["default"])
+
+    assert rung(first) and rung(second)
+    assert not rung(other, timeout=0.05)
+    # Drained: the next sleep waits for the next ring.
+    assert not rung(first, timeout=0.05)
+
+
+def test_closing_removes_the_socket_file(open_bell):
+    bell = open_bell()
+    path = bell.path
+    assert path.exists()
+    bell.close()
+    assert not path.exists()
+    bell.close()  # Idempotent.
+
+
+def test_a_ring_removes_the_socket_a_killed_worker_left(open_bell):
+    open_bell()  # Makes the directory, as a live worker would.
+    stale = doorbell_directory("default", "default") / "worker-killed.sock"
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    left.bind(os.fsencode(stale))
+    left.close()  # Killed: nothing unlinked it.
+
+    ring("default", ["default"])
+
+    assert not stale.exists()
+
+
+def test_a_ring_with_no_worker_listening_does_nothing():
+    ring("default", ["an-alias-no-worker-serves"])
+
+
+def test_a_directory_of_another_user_is_refused(tmp_path, monkeypatch, caplog):
+    if os.getuid() != 0:
+        pytest.skip("only root can give a directory to another user")
+    monkeypatch.setattr(doorbell, "_own_directory", lambda: tmp_path / "theirs")
+    (tmp_path / "theirs").mkdir(mode=0o700)
+    os.chown(tmp_path / "theirs", 12345, 12345)
+
+    bell = Doorbell("default", "default", "worker-refused")
+
+    assert not bell.open()
+    assert "belongs to another user" in caplog.text
+    assert "polling" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    connection.vendor == "postgresql", reason="PostgreSQL wakes workers by NOTIFY"
+)
+def test_jobs_made_ready_ring_only_once_committed(open_bell):
+    bell = open_bell()
+    ready = ReadyExecution.objects.using("default")
+
+    with transaction.atomic():
+        ready.notify_ready({"default"})
+        assert not rung(bell, timeout=0.05)
+    assert rung(bell)
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        ready.notify_ready({"default"})
+        raise RuntimeError("rolled back")
+    assert not rung(bell, timeout=0.05)
+
+
+def test_input_on_a_wake_source_ends_a_sleep(open_bell):
+    bell = open_bell()
+    sleeper = Interruptible()
+    sleeper.wake_also_on(bell)
+    try:
+        ring("default", ["default"])
+        assert sleeper.interruptible_sleep(DEADLINE)
+        # Drained by the sleep: the next one runs its course.
+        assert not sleeper.interruptible_sleep(0.05)
+        sleeper.stop_waking_on(bell)
+        ring("default", ["default"])
+        assert not sleeper.interruptible_sleep(0.05)
+    finally:
+        sleeper.close_wake_pipe()
