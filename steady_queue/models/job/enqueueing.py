@@ -19,6 +19,7 @@ from ...states import State
 from ..base import READY_CHANNEL, mark_saved
 from ..batch import Batch
 from ..unique_key import UniqueKey
+from .bulk_columns import bulk_statement
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -50,27 +51,22 @@ INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
     notify="",
 )
 
-# Bulk enqueue on PostgreSQL: one statement per batch for both tables. Rows are
+# Bulk enqueue on PostgreSQL: one statement per chunk for both tables. Each
+# column is a {placeholder}: a parameter when every job of the chunk has the same
+# value (a task's calls share queue, path, priority, alias, run_after, enqueue
+# time and batch), else read from the job's own entry in one JSON array, which
+# carries the arguments and whatever else differs (bulk_columns.py). Rows are
 # inserted in input order, so the ids returned, sorted, match the input.
 INSERT_JOBS_AND_EXECUTIONS_SQL = """
-WITH input AS (
-    SELECT * FROM unnest(
-        %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
-        %s::timestamptz[], %s::timestamptz[], %s::varchar[], %s::bigint[]
-    ) WITH ORDINALITY
-    AS input(queue_name, task_path, priority, backend_name, scheduled_at,
-             enqueued_at, concurrency_key, batch_id, position)
-    -- Arguments travel as one JSON array: cheaper than an array of jsonb.
-    JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY
-    AS arguments(arguments, position) USING (position)
-),
-job AS (
+WITH job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
          enqueued_at, concurrency_key, batch_id, errors, worker_ids)
-    SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-           enqueued_at, concurrency_key, batch_id, '[]'::jsonb, '[]'::jsonb
-    FROM input ORDER BY position
+    SELECT {queue_name}, {task_path}, {arguments}, {priority}, {backend_name},
+           {scheduled_at}, {enqueued_at}, {concurrency_key}, {batch_id},
+           '[]'::jsonb, '[]'::jsonb
+    FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS input(entry, position)
+    ORDER BY position
     RETURNING id, queue_name, priority, backend_name, scheduled_at, enqueued_at
 ),
 ready AS (
@@ -292,18 +288,8 @@ class Enqueueing:
         mark_saved(job, rows[0][0], self.db)
 
     def _enqueue_batch_in_one_statement(self, jobs):
-        columns = [
-            [job.queue_name for job in jobs],
-            [job.task_path for job in jobs],
-            [job.priority for job in jobs],
-            [job.backend_name for job in jobs],
-            [job.scheduled_at for job in jobs],
-            [job.enqueued_at for job in jobs],
-            [job.concurrency_key for job in jobs],
-            [job.batch_id for job in jobs],
-            json.dumps([job.arguments for job in jobs]),
-        ]
-        rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)
+        sql, params = bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs)
+        rows = self.run_prepared(sql, params)
         for job, (pk, _) in zip(jobs, rows, strict=True):
             mark_saved(job, pk, self.db)
 
