@@ -166,32 +166,35 @@ class _Requests:
     block, each job joins the batch."""
 
     def __init__(self, backend, task):
+        models = _models()
+        self.job_class, self.request_class = models.Job, models.EnqueueRequest
         self.task = task
-        self.alias = backend.alias
-        self.now = timezone.now()
+        self.task_path = task.module_path
         self.limits = limits_of(task)
         self.unique = unique_of(task)
         opened = _open_batch_for(backend, task)
-        self.batch_id = opened.id if opened else None
         self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
+        # The columns every call of the task shares.
+        self.columns = {
+            "queue_name": task.queue_name,
+            "task_path": self.task_path,
+            "priority": task.priority,
+            "backend_name": backend.alias,
+            "scheduled_at": task.run_after,
+            "enqueued_at": timezone.now(),
+            "batch_id": opened.id if opened else None,
+        }
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
-        models = _models()
         task, limits, unique = self.task, self.limits, self.unique
         keys = limits.keys_for(task, args, kwargs) if limits else ((), ())
-        job = models.Job.unsaved(
-            queue_name=task.queue_name,
-            task_path=task.module_path,
-            arguments=serialize_arguments(task.module_path, args, kwargs),
-            priority=task.priority,
-            backend_name=self.alias,
-            scheduled_at=task.run_after,
-            enqueued_at=self.now,
-            batch_id=self.batch_id,
-            **models.Job.limit_columns(*keys),
+        job = self.job_class.unsaved(
+            **self.columns,
+            arguments=serialize_arguments(self.task_path, args, kwargs),
+            **self.job_class.limit_columns(*keys),
         )
-        return models.EnqueueRequest(
+        return self.request_class(
             job,
             limits=limits,
             unique=unique,
