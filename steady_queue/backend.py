@@ -64,7 +64,9 @@ class SteadyQueueBackend(BaseTaskBackend):
         request = _Requests(self, task).request_for(args, kwargs)
         with self._explaining_missing_tables():
             enqueued = _models().Job.objects.using(self.database).enqueue(request)
-        return self._enqueued(enqueued, task)
+        result = self._result_of(enqueued, task)
+        self._announce(enqueued, result)
+        return result
 
     def enqueue_many(self, task, calls):
         """Enqueue many calls of one task in a few statements; return their results.
@@ -77,9 +79,16 @@ class SteadyQueueBackend(BaseTaskBackend):
         requests = [
             calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
         ]
+        jobs = _models().Job.objects.using(self.database)
         with self._explaining_missing_tables():
-            enqueued = _models().Job.objects.using(self.database).enqueue_all(requests)
-        return [self._enqueued(each, task) for each in enqueued]
+            # Results are built as their chunks are written (while the next
+            # is), and announced once every chunk is.
+            written = jobs.enqueue_all(
+                requests, then=lambda each: (each, self._result_of(each, task))
+            )
+        for each, result in written:
+            self._announce(each, result)
+        return [result for _, result in written]
 
     def get_result(self, result_id):
         """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
@@ -118,15 +127,18 @@ class SteadyQueueBackend(BaseTaskBackend):
             # what no worker would ever run.
             raise InvalidTask(f"{refusal}. Nothing was enqueued.")
 
-    def _enqueued(self, enqueued, task):
+    def _result_of(self, enqueued, task):
+        """The TaskResult of an Enqueued (models.job.enqueueing)."""
         job = enqueued.job
         if enqueued.merged:
             # The pending run of a @unique task stands for this call.
             return build_result(job, self._task_for(job))
-        status = TASK_RESULT_STATUS[enqueued.state]
-        result = build_result(job, task, status=status)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        return build_result(job, task, status=TASK_RESULT_STATUS[enqueued.state])
+
+    def _announce(self, enqueued, result):
+        """Send task_enqueued for a call that wrote a job (not a merged one)."""
+        if not enqueued.merged:
+            task_enqueued.send(type(self), task_result=result)
 
     def _task_for(self, job):
         """Rebuild the job's Task from its path, with the job's own settings.

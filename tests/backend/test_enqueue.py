@@ -16,6 +16,7 @@ from steady_queue.models import (
     ReadyExecution,
     ScheduledExecution,
 )
+from steady_queue.models.job import JobQuerySet
 from steady_queue.states import State
 
 from .. import tasks
@@ -213,6 +214,27 @@ def test_enqueue_many_statements_grow_with_batches_not_calls(
     with django_assert_max_num_queries(4 * 3):
         enqueue_many(tasks.noop, [((), {})] * (batch * 3))
     assert Job.objects.count() == batch * 3
+
+
+def test_enqueue_many_announces_each_result_once_every_batch_is_written(
+    monkeypatch,
+):
+    monkeypatch.setattr(JobQuerySet, "enqueue_batch_size", lambda self: 2)
+    received = []
+
+    def receiver(sender, task_result, **kwargs):
+        written = Job.objects.filter(pk__in=[r.id for r in received]).count()
+        received.append(task_result)
+        assert Job.objects.count() == 5, "announced before every batch was written"
+        assert written == len(received) - 1
+
+    task_enqueued.connect(receiver)
+    try:
+        results = enqueue_many(tasks.add, [((n, n), {}) for n in range(5)])
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert [r.id for r in received] == [r.id for r in results]
+    assert [r.args for r in results] == [[n, n] for n in range(5)]
 
 
 def test_enqueue_many_rejects_every_call_when_one_is_bad():

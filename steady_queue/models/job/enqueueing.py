@@ -8,6 +8,7 @@ transaction.
 
 import json
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,26 +156,54 @@ class Enqueueing:
                 job.execution_class().objects.using(self.db).create_for(job)
         return Enqueued(job, _first_state(job))
 
-    def enqueue_all(self, requests, batch_size=None):
+    def enqueue_all(self, requests, then=None, batch_size=None):
         """Write many EnqueueRequests: one insert per table per chunk.
 
-        Returns an Enqueued per request, in order.
+        Returns an Enqueued per request, in order, or what ``then`` returns
+        for it. ``then`` is called on a chunk's Enqueued as soon as the chunk
+        is written: on PostgreSQL while the server writes the next chunk, so
+        it must not use the database.
         """
         batch_size = batch_size or self.enqueue_batch_size()
-        enqueued = []
-        for start in range(0, len(requests), batch_size):
-            chunk = requests[start : start + batch_size]
-            if any(request.takes_a_lock for request in chunk):
-                enqueued += self._with_lock_retries(self._enqueue_each, chunk)
-                continue
-            self._count_in_batches(chunk)
-            jobs = [request.job for request in chunk]
-            if self.dialect.runs_hot_paths_in_one_statement:
-                self._enqueue_batch_in_one_statement(jobs)
-            else:
-                jobs = self._enqueue_batch_in_a_transaction(jobs)
-            enqueued += [Enqueued(job, _first_state(job)) for job in jobs]
-        return enqueued
+        chunks = [
+            requests[start : start + batch_size]
+            for start in range(0, len(requests), batch_size)
+        ]
+        if self.dialect.runs_hot_paths_in_one_statement and not any(
+            request.takes_a_lock for request in requests
+        ):
+            self._count_in_batches(requests)
+            written = self._enqueue_chunks_in_turn(chunks)
+        else:
+            written = (self._enqueue_chunk(chunk) for chunk in chunks)
+        then = then or _itself
+        # Closed at once if ``then`` raises: a pipeline must not outlive the call.
+        with closing(written):
+            return [then(enqueued) for chunk in written for enqueued in chunk]
+
+    def _enqueue_chunk(self, chunk):
+        if any(request.takes_a_lock for request in chunk):
+            return self._with_lock_retries(self._enqueue_each, chunk)
+        self._count_in_batches(chunk)
+        if self.dialect.runs_hot_paths_in_one_statement:
+            [enqueued] = self._enqueue_chunks_in_turn([chunk])
+            return enqueued
+        jobs = self._enqueue_batch_in_a_transaction([r.job for r in chunk])
+        return [Enqueued(job, _first_state(job)) for job in jobs]
+
+    def _enqueue_chunks_in_turn(self, chunks):
+        """Write chunks of lock-free requests, one statement each; yield each
+        chunk's Enqueued once it is written and the next chunk's statement is
+        sent (models.base.run_prepared_in_turn)."""
+        job_chunks = [[request.job for request in chunk] for chunk in chunks]
+        statements = (
+            bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs) for jobs in job_chunks
+        )
+        with closing(self.run_prepared_in_turn(statements)) as written:
+            for jobs, rows in zip(job_chunks, written, strict=True):
+                for job, (pk, _) in zip(jobs, rows, strict=True):
+                    mark_saved(job, pk, self.db)
+                yield [Enqueued(job, _first_state(job)) for job in jobs]
 
     def _count_in_batches(self, requests):
         """Count the jobs that join a batch in its size, before writing them.
@@ -287,12 +316,6 @@ class Enqueueing:
         )
         mark_saved(job, rows[0][0], self.db)
 
-    def _enqueue_batch_in_one_statement(self, jobs):
-        sql, params = bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs)
-        rows = self.run_prepared(sql, params)
-        for job, (pk, _) in zip(jobs, rows, strict=True):
-            mark_saved(job, pk, self.db)
-
     def _enqueue_batch_in_a_transaction(self, jobs):
         with transaction.atomic(using=self.db, savepoint=False):
             if self.connection.features.can_return_rows_from_bulk_insert:
@@ -306,6 +329,10 @@ class Enqueueing:
                     [job for job in jobs if job.execution_class() is execution_class]
                 )
         return jobs
+
+
+def _itself(enqueued):
+    return enqueued
 
 
 def _first_state(job):
