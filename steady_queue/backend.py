@@ -64,7 +64,9 @@ class SteadyQueueBackend(BaseTaskBackend):
         request = _Requests(self, task).request_for(args, kwargs)
         with self._explaining_missing_tables():
             enqueued = _models().Job.objects.using(self.database).enqueue(request)
-        return self._enqueued(enqueued, task)
+        result = self._result_of(enqueued, task)
+        self._announce(enqueued, result)
+        return result
 
     def enqueue_many(self, task, calls):
         """Enqueue many calls of one task in a few statements; return their results.
@@ -77,9 +79,16 @@ class SteadyQueueBackend(BaseTaskBackend):
         requests = [
             calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
         ]
+        jobs = _models().Job.objects.using(self.database)
         with self._explaining_missing_tables():
-            enqueued = _models().Job.objects.using(self.database).enqueue_all(requests)
-        return [self._enqueued(each, task) for each in enqueued]
+            # Results are built as their chunks are written (while the next
+            # is), and announced once every chunk is.
+            written = jobs.enqueue_all(
+                requests, then=lambda each: (each, self._result_of(each, task))
+            )
+        for each, result in written:
+            self._announce(each, result)
+        return [result for _, result in written]
 
     def get_result(self, result_id):
         """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
@@ -118,15 +127,18 @@ class SteadyQueueBackend(BaseTaskBackend):
             # what no worker would ever run.
             raise InvalidTask(f"{refusal}. Nothing was enqueued.")
 
-    def _enqueued(self, enqueued, task):
+    def _result_of(self, enqueued, task):
+        """The TaskResult of an Enqueued (models.job.enqueueing)."""
         job = enqueued.job
         if enqueued.merged:
             # The pending run of a @unique task stands for this call.
             return build_result(job, self._task_for(job))
-        status = TASK_RESULT_STATUS[enqueued.state]
-        result = build_result(job, task, status=status)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        return build_result(job, task, status=TASK_RESULT_STATUS[enqueued.state])
+
+    def _announce(self, enqueued, result):
+        """Send task_enqueued for a call that wrote a job (not a merged one)."""
+        if not enqueued.merged:
+            task_enqueued.send(type(self), task_result=result)
 
     def _task_for(self, job):
         """Rebuild the job's Task from its path, with the job's own settings.
@@ -166,32 +178,35 @@ class _Requests:
     block, each job joins the batch."""
 
     def __init__(self, backend, task):
+        models = _models()
+        self.job_class, self.request_class = models.Job, models.EnqueueRequest
         self.task = task
-        self.alias = backend.alias
-        self.now = timezone.now()
+        self.task_path = task.module_path
         self.limits = limits_of(task)
         self.unique = unique_of(task)
         opened = _open_batch_for(backend, task)
-        self.batch_id = opened.id if opened else None
         self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
+        # The columns every call of the task shares.
+        self.columns = {
+            "queue_name": task.queue_name,
+            "task_path": self.task_path,
+            "priority": task.priority,
+            "backend_name": backend.alias,
+            "scheduled_at": task.run_after,
+            "enqueued_at": timezone.now(),
+            "batch_id": opened.id if opened else None,
+        }
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
-        models = _models()
         task, limits, unique = self.task, self.limits, self.unique
         keys = limits.keys_for(task, args, kwargs) if limits else ((), ())
-        job = models.Job.unsaved(
-            queue_name=task.queue_name,
-            task_path=task.module_path,
-            arguments=serialize_arguments(task.module_path, args, kwargs),
-            priority=task.priority,
-            backend_name=self.alias,
-            scheduled_at=task.run_after,
-            enqueued_at=self.now,
-            batch_id=self.batch_id,
-            **models.Job.limit_columns(*keys),
+        job = self.job_class.unsaved(
+            **self.columns,
+            arguments=serialize_arguments(self.task_path, args, kwargs),
+            **self.job_class.limit_columns(*keys),
         )
-        return models.EnqueueRequest(
+        return self.request_class(
             job,
             limits=limits,
             unique=unique,

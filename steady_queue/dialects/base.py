@@ -1,5 +1,7 @@
 """The dialect every family starts from: standard SQL with DELETE ... RETURNING."""
 
+from contextlib import nullcontext
+
 
 class Dialect:
     """One database family's statements and clauses; stateless, one per family."""
@@ -106,6 +108,11 @@ class Dialect:
         """A Django cursor whose statements the server plans once per connection,
         where that is worth doing; here a plain cursor."""
         return connection.cursor()
+
+    def pipelining(self, connection):
+        """A context in which statements are sent without waiting for the
+        results of the ones before, where the driver can; here none."""
+        return nullcontext()
 
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""

@@ -1,6 +1,7 @@
 """PostgreSQL: one-statement hot paths, LISTEN/NOTIFY, planner row estimates."""
 
 import functools
+from contextlib import contextmanager
 
 from .base import Dialect
 
@@ -49,6 +50,22 @@ class PostgreSQL(Dialect):
             return connection.cursor()
         finally:
             raw.cursor_factory = default
+
+    @contextmanager
+    def pipelining(self, connection):
+        # psycopg's pipeline mode (libpq 14 or later; without it, statements
+        # wait for each other as usual). Outside a transaction, the statements
+        # sent in one pipeline form one implicit transaction, committed as it
+        # ends (a failed statement rolls back the others). Errors raised as it
+        # ends are Django's, like those of its cursors.
+        from psycopg import Pipeline
+
+        if not Pipeline.is_supported():
+            yield
+            return
+        connection.ensure_connection()
+        with connection.wrap_database_errors, connection.connection.pipeline():
+            yield
 
     def now_sql(self):
         # The statement's start, not the transaction's: a long transaction

@@ -152,6 +152,26 @@ class QueueQuerySet(models.QuerySet):
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
+    def run_prepared_in_turn(self, statements):
+        """Run hot-path statements, ``(sql, params)`` pairs that return rows, in
+        order (prepared as run_prepared's); yield each one's rows.
+
+        Each statement is sent before the rows of the one before it are
+        yielded: where the dialect pipelines them (PostgreSQL), the server runs
+        it while the caller works on those rows, which must not use the
+        database meanwhile.
+        """
+        with self.dialect.pipelining(self.connection):
+            sent = None
+            for sql, params in statements:
+                cursor = self.dialect.preparing_cursor(self.connection)
+                cursor.execute(sql, params)
+                if sent is not None:
+                    yield _fetch_and_close(sent)
+                sent = cursor
+            if sent is not None:
+                yield _fetch_and_close(sent)
+
     def insert_one(self, instance):
         """Write a new model instance with a hand-written INSERT; mark it saved.
 
@@ -238,6 +258,11 @@ def _insert_statement(meta, connection):
     if returns_key:
         sql += f" RETURNING {quote(meta.pk.column)}"
     return sql, fields, returns_key
+
+
+def _fetch_and_close(cursor):
+    with cursor:
+        return cursor.fetchall()
 
 
 def mark_saved(instance, pk, db):

@@ -10,7 +10,14 @@ from django.utils import timezone
 
 from steady_queue import enqueue_many
 from steady_queue.compat import InvalidTask, TaskResultStatus, task_enqueued
-from steady_queue.models import Job, ReadyExecution, ScheduledExecution
+from steady_queue.models import (
+    EnqueueRequest,
+    Job,
+    ReadyExecution,
+    ScheduledExecution,
+)
+from steady_queue.models.job import JobQuerySet
+from steady_queue.states import State
 
 from .. import tasks
 
@@ -209,6 +216,27 @@ def test_enqueue_many_statements_grow_with_batches_not_calls(
     assert Job.objects.count() == batch * 3
 
 
+def test_enqueue_many_announces_each_result_once_every_batch_is_written(
+    monkeypatch,
+):
+    monkeypatch.setattr(JobQuerySet, "enqueue_batch_size", lambda self: 2)
+    received = []
+
+    def receiver(sender, task_result, **kwargs):
+        written = Job.objects.filter(pk__in=[r.id for r in received]).count()
+        received.append(task_result)
+        assert Job.objects.count() == 5, "announced before every batch was written"
+        assert written == len(received) - 1
+
+    task_enqueued.connect(receiver)
+    try:
+        results = enqueue_many(tasks.add, [((n, n), {}) for n in range(5)])
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert [r.id for r in received] == [r.id for r in results]
+    assert [r.args for r in results] == [[n, n] for n in range(5)]
+
+
 def test_enqueue_many_rejects_every_call_when_one_is_bad():
     with pytest.raises(TypeError, match="Unsupported type"):
         enqueue_many(tasks.add, [((1, 2), {}), ((object(), 2), {})])
@@ -219,6 +247,61 @@ def test_enqueue_many_schedules_deferred_calls():
     deferred = tasks.add.using(run_after=timezone.now() + timedelta(minutes=5))
     enqueue_many(deferred, [((1, 1), {}), ((2, 2), {})])
     assert ScheduledExecution.objects.count() == 2
+
+
+def test_enqueue_many_of_deferred_limited_calls_keeps_each_concurrency_key():
+    # Scheduled, a limited call takes no slot yet: it rides the bulk insert,
+    # where its key is a column that differs from job to job.
+    deferred = tasks.one_at_a_time.using(
+        run_after=timezone.now() + timedelta(minutes=5)
+    )
+    results = enqueue_many(deferred, [(("p", key, 0), {}) for key in "abc"])
+
+    keys = [Job.objects.get(pk=r.id).concurrency_key for r in results]
+    assert [key[-1] for key in keys] == ["a", "b", "c"]
+    assert ScheduledExecution.objects.count() == 3
+
+
+def test_enqueue_all_writes_jobs_that_differ_in_every_column():
+    now = timezone.now()
+    past, future = now - timedelta(hours=1), now + timedelta(hours=1)
+    earlier, later = now - timedelta(minutes=1), now + timedelta(microseconds=1)
+    names = ("queue_name", "task_path", "priority", "backend_name")
+    names += ("scheduled_at", "enqueued_at", "batch_id")
+    rows = [
+        ("default", "tests.tasks.add", 0, "default", None, now, None),
+        ("high", "tests.tasks.urgent", 10, "separate", past, earlier, 7),
+        ("low", "tests.tasks.noop", -5, "default", future, later, None),
+    ]
+    requests = [
+        EnqueueRequest(
+            Job.unsaved(
+                arguments={"args": [n], "kwargs": {}},
+                **dict(zip(names, row, strict=True)),
+            ),
+            # The batch is counted by its block, which this test has none of.
+            batch_sized_when_sealed=True,
+        )
+        for n, row in enumerate(rows)
+    ]
+
+    enqueued = Job.objects.enqueue_all(requests)
+
+    assert [e.job for e in enqueued] == [r.job for r in requests]
+    written = Job.objects.filter(pk__in=[e.job.pk for e in enqueued]).order_by("pk")
+    assert [job.arguments["args"] for job in written] == [[0], [1], [2]]
+    assert [tuple(getattr(job, name) for name in names) for job in written] == rows
+    assert [e.state for e in enqueued] == [State.READY, State.READY, State.SCHEDULED]
+    ready = ReadyExecution.objects.order_by("pk")
+    assert [(r.queue_name, r.priority, r.backend_name) for r in ready] == [
+        ("default", 0, "default"),
+        ("high", 10, "separate"),
+    ]
+    scheduled = ScheduledExecution.objects.get()
+    assert (scheduled.job_id, scheduled.scheduled_at) == (
+        enqueued[2].job.pk,
+        rows[2][4],
+    )
 
 
 def test_aenqueue_writes_the_job():

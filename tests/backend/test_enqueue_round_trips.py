@@ -3,12 +3,13 @@ Django's query capture (assertNumQueries, CaptureQueriesContext, the debug
 toolbar), which on PostgreSQL once missed the prepared hot-path statements."""
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from steady_queue import enqueue_many
 from steady_queue.dialects import dialect_for
-from steady_queue.models import Job, ReadyExecution
+from steady_queue.models import EnqueueRequest, Job, ReadyExecution
 
 from .. import tasks
 
@@ -92,3 +93,66 @@ def test_nothing_is_prepared_under_djangos_default_which_poolers_need():
     tasks.add.enqueue(3, 4)
 
     assert prepared_statements() == before
+
+
+@one_statement
+def test_a_bulk_enqueue_of_many_batches_is_prepared_when_allowed():
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = 5  # OPTIONS["prepare_threshold"]
+    calls = [((n, n), {}) for n in range(Job.objects.enqueue_batch_size() * 3)]
+    try:
+        results = enqueue_many(tasks.add, calls)
+        results += enqueue_many(tasks.add, calls)
+        assert prepared_statements() >= 1
+    finally:
+        connection.connection.prepare_threshold = threshold
+    assert (
+        Job.objects.filter(pk__in=[result.id for result in results]).count()
+        == len(calls) * 2
+    )
+
+
+@one_statement
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_enqueue_on_postgresql_writes_every_batch_or_none():
+    # Its batches are pipelined: sent together, they commit together.
+    now = timezone.now()
+    requests = [
+        EnqueueRequest(
+            Job.unsaved(
+                queue_name=queue,
+                task_path="tests.tasks.noop",
+                arguments={"args": [], "kwargs": {}},
+                enqueued_at=now,
+            )
+        )
+        for queue in ["default"] * 4 + ["x" * 101]  # too long for the column
+    ]
+    with pytest.raises(DataError):
+        Job.objects.enqueue_all(requests, batch_size=2)
+
+    assert Job.objects.count() == 0
+    assert ReadyExecution.objects.count() == 0
+    Job.objects.enqueue_all(requests[:4], batch_size=2)
+    assert Job.objects.count() == 4
+
+
+@one_statement
+def test_a_bulk_enqueue_without_pipeline_mode_writes_its_batches_in_turn(
+    monkeypatch,
+):
+    import psycopg
+
+    # A libpq older than 14 has no pipeline mode: the statements wait for
+    # each other instead.
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda _: False))
+    calls = [((n, n), {}) for n in range(Job.objects.enqueue_batch_size() * 2 + 1)]
+
+    results = enqueue_many(tasks.add, calls)
+
+    assert [r.args for r in results] == [[n, n] for n in range(len(calls))]
+    assert Job.objects.filter(pk__in=[r.id for r in results]).count() == len(calls)
+    assert ReadyExecution.objects.filter(
+        job_id__in=[r.id for r in results]
+    ).count() == len(calls)

@@ -54,12 +54,17 @@ def test_start_and_status_say_to_run_migrate(unmigrated, arguments):
     assert "Traceback" not in result.stderr
 
 
-def test_an_enqueue_says_to_run_migrate(unmigrated):
+@pytest.mark.parametrize(
+    "enqueue",
+    ["tasks.add.enqueue(1, 2)", "enqueue_many(tasks.add, [((1, 2), {})] * 3)"],
+)
+def test_an_enqueue_says_to_run_migrate(unmigrated, enqueue):
     code = (
+        "from steady_queue import enqueue_many\n"
         "from steady_queue.exceptions import NotMigratedError\n"
         "from tests import tasks\n"
         "try:\n"
-        "    tasks.add.enqueue(1, 2)\n"
+        f"    {enqueue}\n"
         "except NotMigratedError as error:\n"
         "    print('refused:', error)\n"
     )

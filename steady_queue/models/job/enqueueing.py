@@ -8,6 +8,7 @@ transaction.
 
 import json
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from ...states import State
 from ..base import READY_CHANNEL, mark_saved
 from ..batch import Batch
 from ..unique_key import UniqueKey
+from .bulk_columns import bulk_statement
 
 # Enqueue on PostgreSQL in one round trip: the job and its execution row are
 # written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
@@ -50,27 +52,22 @@ INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
     notify="",
 )
 
-# Bulk enqueue on PostgreSQL: one statement per batch for both tables. Rows are
+# Bulk enqueue on PostgreSQL: one statement per chunk for both tables. Each
+# column is a {placeholder}: a parameter when every job of the chunk has the same
+# value (a task's calls share queue, path, priority, alias, run_after, enqueue
+# time and batch), else read from the job's own entry in one JSON array, which
+# carries the arguments and whatever else differs (bulk_columns.py). Rows are
 # inserted in input order, so the ids returned, sorted, match the input.
 INSERT_JOBS_AND_EXECUTIONS_SQL = """
-WITH input AS (
-    SELECT * FROM unnest(
-        %s::varchar[], %s::varchar[], %s::smallint[], %s::varchar[],
-        %s::timestamptz[], %s::timestamptz[], %s::varchar[], %s::bigint[]
-    ) WITH ORDINALITY
-    AS input(queue_name, task_path, priority, backend_name, scheduled_at,
-             enqueued_at, concurrency_key, batch_id, position)
-    -- Arguments travel as one JSON array: cheaper than an array of jsonb.
-    JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY
-    AS arguments(arguments, position) USING (position)
-),
-job AS (
+WITH job AS (
     INSERT INTO steady_queue_jobs
         (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
          enqueued_at, concurrency_key, batch_id, errors, worker_ids)
-    SELECT queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-           enqueued_at, concurrency_key, batch_id, '[]'::jsonb, '[]'::jsonb
-    FROM input ORDER BY position
+    SELECT {queue_name}, {task_path}, {arguments}, {priority}, {backend_name},
+           {scheduled_at}, {enqueued_at}, {concurrency_key}, {batch_id},
+           '[]'::jsonb, '[]'::jsonb
+    FROM jsonb_array_elements(%(jobs)s::jsonb) WITH ORDINALITY AS input(entry, position)
+    ORDER BY position
     RETURNING id, queue_name, priority, backend_name, scheduled_at, enqueued_at
 ),
 ready AS (
@@ -159,26 +156,54 @@ class Enqueueing:
                 job.execution_class().objects.using(self.db).create_for(job)
         return Enqueued(job, _first_state(job))
 
-    def enqueue_all(self, requests, batch_size=None):
+    def enqueue_all(self, requests, then=None, batch_size=None):
         """Write many EnqueueRequests: one insert per table per chunk.
 
-        Returns an Enqueued per request, in order.
+        Returns an Enqueued per request, in order, or what ``then`` returns
+        for it. ``then`` is called on a chunk's Enqueued as soon as the chunk
+        is written: on PostgreSQL while the server writes the next chunk, so
+        it must not use the database.
         """
         batch_size = batch_size or self.enqueue_batch_size()
-        enqueued = []
-        for start in range(0, len(requests), batch_size):
-            chunk = requests[start : start + batch_size]
-            if any(request.takes_a_lock for request in chunk):
-                enqueued += self._with_lock_retries(self._enqueue_each, chunk)
-                continue
-            self._count_in_batches(chunk)
-            jobs = [request.job for request in chunk]
-            if self.dialect.runs_hot_paths_in_one_statement:
-                self._enqueue_batch_in_one_statement(jobs)
-            else:
-                jobs = self._enqueue_batch_in_a_transaction(jobs)
-            enqueued += [Enqueued(job, _first_state(job)) for job in jobs]
-        return enqueued
+        chunks = [
+            requests[start : start + batch_size]
+            for start in range(0, len(requests), batch_size)
+        ]
+        if self.dialect.runs_hot_paths_in_one_statement and not any(
+            request.takes_a_lock for request in requests
+        ):
+            self._count_in_batches(requests)
+            written = self._enqueue_chunks_in_turn(chunks)
+        else:
+            written = (self._enqueue_chunk(chunk) for chunk in chunks)
+        then = then or _itself
+        # Closed at once if ``then`` raises: a pipeline must not outlive the call.
+        with closing(written):
+            return [then(enqueued) for chunk in written for enqueued in chunk]
+
+    def _enqueue_chunk(self, chunk):
+        if any(request.takes_a_lock for request in chunk):
+            return self._with_lock_retries(self._enqueue_each, chunk)
+        self._count_in_batches(chunk)
+        if self.dialect.runs_hot_paths_in_one_statement:
+            [enqueued] = self._enqueue_chunks_in_turn([chunk])
+            return enqueued
+        jobs = self._enqueue_batch_in_a_transaction([r.job for r in chunk])
+        return [Enqueued(job, _first_state(job)) for job in jobs]
+
+    def _enqueue_chunks_in_turn(self, chunks):
+        """Write chunks of lock-free requests, one statement each; yield each
+        chunk's Enqueued once it is written and the next chunk's statement is
+        sent (models.base.run_prepared_in_turn)."""
+        job_chunks = [[request.job for request in chunk] for chunk in chunks]
+        statements = (
+            bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs) for jobs in job_chunks
+        )
+        with closing(self.run_prepared_in_turn(statements)) as written:
+            for jobs, rows in zip(job_chunks, written, strict=True):
+                for job, (pk, _) in zip(jobs, rows, strict=True):
+                    mark_saved(job, pk, self.db)
+                yield [Enqueued(job, _first_state(job)) for job in jobs]
 
     def _count_in_batches(self, requests):
         """Count the jobs that join a batch in its size, before writing them.
@@ -291,22 +316,6 @@ class Enqueueing:
         )
         mark_saved(job, rows[0][0], self.db)
 
-    def _enqueue_batch_in_one_statement(self, jobs):
-        columns = [
-            [job.queue_name for job in jobs],
-            [job.task_path for job in jobs],
-            [job.priority for job in jobs],
-            [job.backend_name for job in jobs],
-            [job.scheduled_at for job in jobs],
-            [job.enqueued_at for job in jobs],
-            [job.concurrency_key for job in jobs],
-            [job.batch_id for job in jobs],
-            json.dumps([job.arguments for job in jobs]),
-        ]
-        rows = self.run_prepared(INSERT_JOBS_AND_EXECUTIONS_SQL, columns)
-        for job, (pk, _) in zip(jobs, rows, strict=True):
-            mark_saved(job, pk, self.db)
-
     def _enqueue_batch_in_a_transaction(self, jobs):
         with transaction.atomic(using=self.db, savepoint=False):
             if self.connection.features.can_return_rows_from_bulk_insert:
@@ -320,6 +329,10 @@ class Enqueueing:
                     [job for job in jobs if job.execution_class() is execution_class]
                 )
         return jobs
+
+
+def _itself(enqueued):
+    return enqueued
 
 
 def _first_state(job):

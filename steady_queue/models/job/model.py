@@ -1,5 +1,6 @@
 """The Job model: its fields and the predicates read off them."""
 
+from dataclasses import dataclass
 from functools import cache
 
 from django.db import models
@@ -76,11 +77,16 @@ class Job(models.Model):
         """
         job = cls.__new__(cls)
         job._state = ModelState()
+        defaults = _column_defaults(cls)
+        if not defaults.attnames.issuperset(columns):
+            unknown = sorted(set(columns) - defaults.attnames)
+            raise TypeError(f"Job has no columns {', '.join(unknown)}")
         values = job.__dict__
-        for attname, default in _column_defaults(cls):
-            values[attname] = columns.pop(attname) if attname in columns else default()
-        if columns:
-            raise TypeError(f"Job has no columns {', '.join(sorted(columns))}")
+        values.update(defaults.fixed)
+        for attname, make in defaults.made:
+            if attname not in columns:
+                values[attname] = make()
+        values.update(columns)
         return job
 
     @classmethod
@@ -157,10 +163,35 @@ class Job(models.Model):
         return ScheduledExecution if self.is_scheduled else ReadyExecution
 
 
+@dataclass(frozen=True, slots=True)
+class _ColumnDefaults:
+    """A model's column defaults, split for Job.unsaved: ``fixed`` values are
+    the same object for every instance (as Field.get_default() returns them);
+    ``made`` (attname, callable) pairs make a new value each time (a list, a dict,
+    the time)."""
+
+    attnames: frozenset
+    fixed: dict
+    made: tuple
+
+
 @cache
 def _column_defaults(model):
-    """(attname, callable returning its default) for each concrete column."""
-    # Field._get_default is the callable Field.get_default() calls.
-    return tuple(
-        (field.attname, field._get_default) for field in model._meta.concrete_fields
+    """The _ColumnDefaults of a model's concrete columns."""
+    fields = model._meta.concrete_fields
+    made = tuple(
+        (field.attname, field.default)
+        for field in fields
+        if field.has_default() and callable(field.default)
+    )
+    made_attnames = {attname for attname, _ in made}
+    return _ColumnDefaults(
+        attnames=frozenset(field.attname for field in fields),
+        # Field._get_default is the callable Field.get_default() calls.
+        fixed={
+            field.attname: field._get_default()
+            for field in fields
+            if field.attname not in made_attnames
+        },
+        made=made,
     )
