@@ -3,14 +3,18 @@
 import os
 import select
 import socket
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from steady_queue import doorbell
 from steady_queue.doorbell import Doorbell, doorbell_directory, ring
 from steady_queue.models import ReadyExecution
 from steady_queue.processes.interruptible import Interruptible
+
+from . import tasks
 
 pytestmark = pytest.mark.skipif(
     not doorbell.is_available(), reason="needs Unix datagram sockets"
@@ -126,3 +130,18 @@ def test_input_on_a_wake_source_ends_a_sleep(open_bell):
         assert not sleeper.interruptible_sleep(0.05)
     finally:
         sleeper.close_wake_pipe()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    connection.vendor == "postgresql", reason="PostgreSQL wakes workers by NOTIFY"
+)
+def test_an_enqueue_in_autocommit_rings_for_a_ready_job_only(open_bell):
+    # MariaDB commits it inside one compound statement.
+    bell = open_bell()
+
+    tasks.noop.enqueue()
+    assert rung(bell)
+
+    tasks.noop.using(run_after=timezone.now() + timedelta(hours=1)).enqueue()
+    assert not rung(bell, timeout=0.05)

@@ -24,6 +24,11 @@ class Dialect:
     # a READ COMMITTED statement sees them anyway.
     latest_read_clause = ""
 
+    def runs_compound_statements(self, connection):
+        """Whether a compound statement (BEGIN NOT ATOMIC ... END) sent as one
+        query runs, transaction control included: MariaDB's."""
+        return False
+
     def skip_locked_clause(self, connection):
         """The clause that locks selected rows, skipping rows others hold.
 

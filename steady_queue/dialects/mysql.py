@@ -33,6 +33,10 @@ class MySQL(Dialect):
     # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
     # both inside one transaction, so the locks hold until the delete commits.
 
+    def runs_compound_statements(self, connection):
+        # MySQL runs compound statements only inside stored programs.
+        return connection.mysql_is_mariadb
+
     def add_on_conflict(self, table, key_columns, summed_columns, replaced=()):
         # VALUES(column) names the new row's value (MySQL 8 warns of it being
         # deprecated, but MariaDB has no row alias): the one form both take.

@@ -3,7 +3,7 @@ Django's query capture (assertNumQueries, CaptureQueriesContext, the debug
 toolbar), which on PostgreSQL once missed the prepared hot-path statements."""
 
 import pytest
-from django.db import DataError, connection
+from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -28,6 +28,13 @@ def writes(captured, table):
     return [query for query in captured if f"INTO {table}" in unquoted(query["sql"])]
 
 
+@pytest.fixture
+def compound_statements():
+    # Asked of the connection: MySQL and MariaDB share their vendor.
+    if not dialect_for(connection).runs_compound_statements(connection):
+        pytest.skip("an enqueue is one compound statement only on MariaDB")
+
+
 def test_query_capture_sees_the_rows_an_enqueue_writes():
     with CaptureQueriesContext(connection) as captured:
         result = tasks.add.enqueue(1, 2)
@@ -49,6 +56,26 @@ def test_a_bulk_enqueue_is_one_statement_per_batch(django_assert_num_queries):
         results = enqueue_many(tasks.add, [((n, n), {}) for n in range(50)])
 
     assert Job.objects.filter(pk__in=[result.id for result in results]).count() == 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_in_autocommit_is_one_statement_on_mariadb(
+    compound_statements, django_assert_num_queries
+):
+    with django_assert_num_queries(1) as captured:
+        result = tasks.add.enqueue(1, 2)
+
+    assert writes(captured, "steady_queue_jobs")
+    assert writes(captured, "steady_queue_ready_executions")
+    assert ReadyExecution.objects.filter(job_id=result.id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_in_the_callers_transaction_joins_it_on_mariadb(
+    compound_statements, django_assert_num_queries
+):
+    with transaction.atomic(), django_assert_num_queries(2):
+        tasks.add.enqueue(1, 2)
 
 
 def test_execute_wrappers_see_the_enqueue():
