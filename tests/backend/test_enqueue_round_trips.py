@@ -35,12 +35,19 @@ def compound_statements():
         pytest.skip("an enqueue is one compound statement only on MariaDB")
 
 
-def test_query_capture_sees_the_rows_an_enqueue_writes():
+def test_query_capture_sees_the_statements_an_enqueue_runs():
     with CaptureQueriesContext(connection) as captured:
         result = tasks.add.enqueue(1, 2)
 
-    assert writes(captured, "steady_queue_jobs"), captured.captured_queries
-    assert writes(captured, "steady_queue_ready_executions"), captured.captured_queries
+    if connection.vendor == "postgresql":
+        # One call of the server-side function that writes both rows.
+        calls = [q for q in captured if "steady_queue_enqueue(" in q["sql"]]
+        assert calls, captured.captured_queries
+    else:
+        assert writes(captured, "steady_queue_jobs"), captured.captured_queries
+        assert writes(captured, "steady_queue_ready_executions"), (
+            captured.captured_queries
+        )
     assert ReadyExecution.objects.filter(job_id=result.id).exists()
 
 
@@ -88,14 +95,18 @@ def test_execute_wrappers_see_the_enqueue():
     with connection.execute_wrapper(record):
         tasks.add.enqueue(1, 2)
 
-    assert any("steady_queue_jobs" in sql for sql in seen), seen
+    # PostgreSQL calls the function that writes the rows (steady_queue_enqueue).
+    assert any(
+        "steady_queue_jobs" in sql or "steady_queue_enqueue(" in sql for sql in seen
+    ), seen
 
 
 def prepared_statements():
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%INSERT INTO steady_queue_jobs%"],
+            # The enqueue function's call, or the bulk INSERT.
+            ["%steady_queue_%"],
         )
         return cursor.fetchone()[0]
 
@@ -183,3 +194,14 @@ def test_a_bulk_enqueue_without_pipeline_mode_writes_its_batches_in_turn(
     assert ReadyExecution.objects.filter(
         job_id__in=[r.id for r in results]
     ).count() == len(calls)
+
+
+def test_the_enqueue_function_announces_on_the_channel_workers_listen_on():
+    # The function is written out in its migration, which keeps its own copy
+    # of the channel's name.
+    from importlib import import_module
+
+    from steady_queue.models.base import READY_CHANNEL
+
+    migration = import_module("steady_queue.migrations.0010_enqueue_function")
+    assert f"pg_notify('{READY_CHANNEL}'" in migration.CREATE_ENQUEUE_FUNCTION_SQL

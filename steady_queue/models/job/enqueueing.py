@@ -22,35 +22,17 @@ from ..batch import Batch
 from ..unique_key import UniqueKey
 from .bulk_columns import bulk_statement
 
-# Enqueue on PostgreSQL in one round trip: the job and its execution row are
-# written by one statement, which is atomic on its own and needs no BEGIN/COMMIT.
-INSERT_JOB_AND_EXECUTION_SQL = """
-WITH job AS (
-    INSERT INTO steady_queue_jobs
-        (queue_name, task_path, arguments, priority, backend_name, scheduled_at,
-         enqueued_at, concurrency_key, batch_id, errors, worker_ids)
-    VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, '[]'::jsonb, '[]'::jsonb)
-    RETURNING id, queue_name, priority, backend_name, scheduled_at, enqueued_at
-),
-execution AS (
-    INSERT INTO {table} (job_id, queue_name, priority, created_at{extra_columns})
-    SELECT id, queue_name, priority, enqueued_at{extra_columns} FROM job
-    RETURNING job_id{extra_columns}
+# Enqueue on PostgreSQL in one round trip: the server-side function (migration
+# 0010) writes the job and its execution row, atomic as one statement, with
+# no BEGIN/COMMIT; a ready job is announced to its alias's listening workers
+# (delivered at commit). Its INSERTs are planned once per connection, where
+# the same statement sent as SQL was planned at every call.
+ENQUEUE_SQL = """
+SELECT steady_queue_enqueue(
+    %s::text, %s::text, %s::jsonb, %s::integer, %s::text, %s::timestamptz,
+    %s::timestamptz, %s::text, %s::bigint, %s::boolean
 )
-SELECT job_id{notify} FROM execution
 """
-# A ready job is announced to its alias's listening workers (delivered at
-# commit).
-INSERT_READY_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_ready_executions",
-    extra_columns=", backend_name",
-    notify=f", pg_notify('{READY_CHANNEL}', backend_name)",
-)
-INSERT_SCHEDULED_SQL = INSERT_JOB_AND_EXECUTION_SQL.format(
-    table="steady_queue_scheduled_executions",
-    extra_columns=", scheduled_at",
-    notify="",
-)
 
 # Enqueue on MariaDB in one round trip, where atomic() in autocommit costs five
 # (SET AUTOCOMMIT = 0, two INSERTs, COMMIT, SET AUTOCOMMIT = 1): a compound
@@ -343,8 +325,9 @@ class Enqueueing:
         )
 
     def _enqueue_in_one_statement(self, job):
-        sql = INSERT_SCHEDULED_SQL if job.is_scheduled else INSERT_READY_SQL
-        rows = self.run_prepared(sql, self._job_row_values(job))
+        rows = self.run_prepared(
+            ENQUEUE_SQL, [*self._job_row_values(job), job.is_scheduled]
+        )
         mark_saved(job, rows[0][0], self.db)
 
     def _enqueue_in_a_compound_statement(self, job):
