@@ -22,24 +22,32 @@ pytestmark = [
 POLLING_INTERVAL = "600"
 
 
-def test_an_idle_worker_runs_a_new_job_without_waiting_for_its_poll(
-    start_supervisor, tmp_path
-):
-    path = tmp_path / "runs.txt"
+def start_a_sleepy_worker(start_supervisor):
+    """A supervisor whose one worker polls only every POLLING_INTERVAL."""
     supervisor = start_supervisor(
         "--only-work", env={"SQ_TEST_POLLING_INTERVAL": POLLING_INTERVAL}
     )
     wait_for_boot(supervisor)
+    return supervisor
+
+
+def wait_for_the_run_of(path, label, message):
+    wait_for(lambda: label in runs_by_label(path), timeout=10, message=message)
+
+
+def test_an_idle_worker_runs_a_new_job_without_waiting_for_its_poll(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs.txt"
+    start_a_sleepy_worker(start_supervisor)
     for label in ("first", "second", "third"):
         # Let the worker go back to sleep: a job enqueued before its last
         # claim would be found by that claim.
         sleep_briefly(0.3)
         enqueued_at = time.monotonic()
         enqueue_records(path, 1, prefix=label)
-        wait_for(
-            lambda label=label: f"{label}-0" in runs_by_label(path),
-            timeout=10,
-            message=f"the {label} job ran, woken by its enqueue",
+        wait_for_the_run_of(
+            path, f"{label}-0", f"the {label} job ran, woken by its enqueue"
         )
         # Asleep for POLLING_INTERVAL, the worker ran it long before its poll.
         assert time.monotonic() - enqueued_at < float(POLLING_INTERVAL) / 2
@@ -49,15 +57,8 @@ def test_a_job_enqueued_in_a_transaction_wakes_the_worker_at_its_commit(
     start_supervisor, tmp_path
 ):
     path = tmp_path / "runs.txt"
-    supervisor = start_supervisor(
-        "--only-work", env={"SQ_TEST_POLLING_INTERVAL": POLLING_INTERVAL}
-    )
-    wait_for_boot(supervisor)
+    start_a_sleepy_worker(start_supervisor)
     sleep_briefly(0.3)  # Past the worker's first poll, into its long sleep.
     with transaction.atomic():
         tasks.record_run.enqueue(str(path), "in-a-transaction")
-    wait_for(
-        lambda: "in-a-transaction" in runs_by_label(path),
-        timeout=10,
-        message="the job ran, woken at the commit",
-    )
+    wait_for_the_run_of(path, "in-a-transaction", "the job ran, woken at the commit")
