@@ -25,12 +25,16 @@ def code_block(page, language, after=None):
 
 
 def code_blocks(page, language="python"):
-    """Every ``.. code-block:: language`` body of docs/``page``, dedented.
+    """Every ``.. code-block:: language`` body of docs/``page``, dedented."""
+    return blocks_in((DOCS / page).read_text(), language)
+
+
+def blocks_in(text, language):
+    """Every ``.. code-block:: language`` body of reStructuredText ``text``.
 
     A body ends at the first line indented less than its own first line (a
     block inside a definition list is followed by more of the list's text).
     """
-    text = (DOCS / page).read_text()
     blocks = []
     directive = rf"^( *)\.\. code-block:: {re.escape(language)}\n\n"
     for match in re.finditer(directive, text, re.M):
@@ -43,6 +47,24 @@ def code_blocks(page, language="python"):
             body.append(line)
         blocks.append(textwrap.dedent("".join(body)).strip() + "\n")
     return blocks
+
+
+def subsections(page, section, underline="~"):
+    """{heading: text} of the subsections of docs/``page``'s ``section``.
+
+    A subsection's heading is underlined with ``underline``; its text runs to
+    the next heading of any level.
+    """
+    text = (DOCS / page).read_text()
+    text = text[text.index(f"\n{section}\n") + len(section) + 2 :]
+    headings = list(re.finditer(r"^(\S.*)\n([-=~^])\2+\n", text, re.M))
+    found = {}
+    for heading, following in zip(headings, [*headings[1:], None], strict=True):
+        if heading.group(2) != underline:
+            break
+        end = following.start() if following else len(text)
+        found[heading.group(1)] = text[heading.end() : end]
+    return found
 
 
 def block_with(page, marker, language="python"):
