@@ -1,6 +1,7 @@
 """Module-level tasks every test uses (Django's tests/tasks pattern)."""
 
 import asyncio
+import json
 import os
 import time
 
@@ -502,3 +503,20 @@ def unique_and_rate_limited(path, key):
 def rate_limited_and_retried(path):
     _record_attempt(path)
     raise ConnectionError("try again")
+
+
+@task
+def makes_superuser(path, user):
+    """Make a user a superuser: a task no copied argument may reach."""
+    with open(path, "a") as file:
+        file.write(f"promoted {user.username}\n")
+    user.is_superuser = True
+    user.save(update_fields=["is_superuser"])
+
+
+@task
+def record_user_and_numbers(path, user, numbers, *, more):
+    """Record the user and the numbers received beside it, as JSON."""
+    with open(path, "a") as file:
+        file.write(json.dumps({"user": user.username, "numbers": [*numbers, more]}))
+        file.write("\n")

@@ -191,7 +191,7 @@ class RecurringTask(models.Model):
 
     def call_arguments(self):
         """The stored (args, kwargs) as values again, ready to enqueue."""
-        return decode_arguments(self.arguments, load_rows=False)
+        return decode_arguments(self.arguments, self.task_path, load_rows=False)
 
     def last_run_at(self):
         executions = RecurringExecution.objects.using(self._state.db or "default")
