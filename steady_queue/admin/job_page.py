@@ -101,6 +101,6 @@ def attempts_of(job, observed):
     return attempts
 
 
-def last_failure(job):
-    """The error of the job's latest failed attempt, or None."""
-    return failure_of(job.errors[-1]) if job.errors else None
+def last_failed(attempts):
+    """The latest attempt that failed, or None."""
+    return next((a for a in reversed(attempts) if a.failure is not None), None)

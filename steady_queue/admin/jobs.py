@@ -29,7 +29,7 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
-from .job_page import attempts_of, last_failure
+from .job_page import attempts_of, last_failed
 
 
 @admin.register(Job)
@@ -296,8 +296,9 @@ def _pretty(value):
 def _error_first(job):
     """What job/change_form.html shows above the fields: the error, the attempts."""
     observed = observe(job)
+    attempts = attempts_of(job, observed)
     return {
         "sq_failed": observed.state == State.FAILED,
-        "sq_failure": last_failure(job),
-        "sq_attempts": attempts_of(job, observed),
+        "sq_failed_attempt": last_failed(attempts),
+        "sq_attempts": attempts,
     }

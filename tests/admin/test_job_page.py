@@ -140,3 +140,17 @@ def test_a_running_job_lists_its_attempt_as_running(operator):
     row = row[: row.index("</tr>")]
     assert f"worker-{job.pk}" in row and "running now" in row
     assert 'id="sq-failure"' not in content
+
+
+def test_a_retried_job_running_again_names_the_attempt_that_failed(operator):
+    job = make_job("running")
+    job.errors = [
+        {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK}
+    ]
+    job.worker_ids = ["worker-old"]
+    job.save()
+    content = page(operator, job).content.decode()
+
+    top = content[content.index('id="sq-failure"') : content.index('id="sq-traceback"')]
+    assert "Attempt 1 failed: ValueError" in top and "on worker-old" in top
+    assert 'id="sq-attempt-2"' in content and "running now" in content
