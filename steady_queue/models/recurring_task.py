@@ -37,6 +37,11 @@ class RecurringTaskQuerySet(QueueQuerySet):
             last_run_at=Subquery(latest.order_by("-run_at").values("run_at")[:1])
         )
 
+    def queue_names(self, backend_name):
+        """The queues a backend's recurring tasks name (not their tasks' default)."""
+        named = self.filter(backend_name=backend_name, queue_name__isnull=False)
+        return set(named.exclude(queue_name="").values_list("queue_name", flat=True))
+
     def for_scheduler(self, backend_name, dynamic):
         """The tasks a backend's scheduler runs: static ones, plus dynamic if on."""
         tasks = self.filter(backend_name=backend_name).order_by("key")
