@@ -18,7 +18,7 @@ from ..models import (
 )
 from ..models.job.states import observe, state_of, with_state
 from ..states import State
-from . import actions, dashboard
+from . import actions, dashboard, performance
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
     BackendFilter,
@@ -264,6 +264,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 name="{}_{}_dashboard".format(*info),
             ),
             path(
+                "performance/",
+                self.admin_site.admin_view(self.performance_view),
+                name="{}_{}_performance".format(*info),
+            ),
+            path(
                 "<path:object_id>/operate/<str:operation>/",
                 self.admin_site.admin_view(self.operate_view),
                 name="{}_{}_operate".format(*info),
@@ -275,6 +280,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return dashboard.render_dashboard(request, self.admin_site)
+
+    def performance_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return performance.render_performance(request, self.admin_site)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         job = self.get_object(request, object_id)
