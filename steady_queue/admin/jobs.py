@@ -19,6 +19,7 @@ from ..models import (
 from ..models.job.states import observe, state_of, with_state
 from ..states import State
 from . import actions, dashboard, performance
+from .argument_search import ArgumentsFilter
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
     BackendFilter,
@@ -50,9 +51,14 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         BackendFilter,
         TaskFilter,
         FinishedFilter,
+        ArgumentsFilter,
     )
     search_fields = ("task_path",)
-    search_help_text = "A job id, or part of a task's dotted path."
+    search_help_text = (
+        "First box: a job id, or part of a task's dotted path. Second box: "
+        "text the job's arguments contain (any case), such as 1234 or "
+        "alice@example.com."
+    )
     ordering = ("-id",)
     sortable_by = ()
     show_full_result_count = False
