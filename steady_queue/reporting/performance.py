@@ -29,6 +29,7 @@ from django.db.models.expressions import Func
 from django.db.models.functions import Floor, Greatest, Ln
 from django.utils import timezone
 
+from ..dialects import dialect_for
 from ..models import FailedExecution, Job
 
 WINDOWS = {
@@ -57,17 +58,11 @@ class RunSeconds(Func):
 
     def as_sql(self, compiler, connection, **extra):
         (started, start_params), (ended, end_params) = (
-            compiler.compile(expression) for expression in self.source_expressions
+            compiler.compile(column) for column in self.source_expressions
         )
-        if connection.vendor == "postgresql":
-            sql = f"EXTRACT(EPOCH FROM ({ended} - {started}))::float"
-        elif connection.vendor == "mysql":
-            sql = f"TIMESTAMPDIFF(MICROSECOND, {started}, {ended}) / 1000000.0"
-        else:
-            sql = f"(julianday({ended}) - julianday({started})) * 86400.0"
-        if connection.vendor == "mysql":
-            return sql, (*start_params, *end_params)
-        return sql, (*end_params, *start_params)
+        # Two columns: no parameters to order.
+        sql = dialect_for(connection).seconds_between_sql(started, ended)
+        return sql, (*start_params, *end_params)
 
 
 def duration_bucket():

@@ -157,3 +157,20 @@ def test_durations_read_at_a_glance():
         "4 min 3 s",
         "2 h 5 min",
     ]
+
+
+def test_a_runs_seconds_are_read_to_the_millisecond_on_every_database():
+    now = timezone.now()
+    job = ended_run("shop.mail", 1.5, now)
+    job.last_attempted_at -= timedelta(microseconds=2500)
+    job.save()
+
+    seconds = (
+        Job.objects.filter(pk=job.pk)
+        .annotate(seconds=performance.RunSeconds())
+        .values_list("seconds", flat=True)
+        .get()
+    )
+
+    # SQLite's julianday() reads times to the millisecond.
+    assert seconds == pytest.approx(1.5025, abs=0.0011)
