@@ -47,15 +47,11 @@ def _row(task, window, jobs_url):
 
 
 def seconds_text(seconds):
-    """A duration as read at a glance: 0.4 ms, 12 ms, 1.35 s, 4 min 3 s; - if none."""
+    """A duration to three figures at most, as precise as the estimate is:
+    0.4 ms, 12 ms, 1.35 s, 4.1 min, 2.1 h; - if none."""
     if seconds is None:
         return "-"
-    if seconds < 0.001:
-        return f"{seconds * 1000:.1f} ms"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.3g} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    for unit, size in (("h", 3600), ("min", 60), ("s", 1), ("ms", 0.001)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1000:.1f} ms"

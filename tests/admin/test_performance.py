@@ -149,13 +149,16 @@ def test_staff_who_may_not_view_jobs_are_refused(client):
 def test_durations_read_at_a_glance():
     from steady_queue.admin.performance import seconds_text
 
-    assert [seconds_text(s) for s in (None, 0.0004, 0.012, 1.349, 243, 7500)] == [
+    durations = (None, 0.0004, 0.012, 1.349, 59.9, 246, 7560)
+
+    assert [seconds_text(seconds) for seconds in durations] == [
         "-",
         "0.4 ms",
         "12 ms",
         "1.35 s",
-        "4 min 3 s",
-        "2 h 5 min",
+        "59.9 s",
+        "4.1 min",
+        "2.1 h",
     ]
 
 
