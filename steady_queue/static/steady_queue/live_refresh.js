@@ -37,8 +37,12 @@
   }
 
   // A reload would throw away what the operator is doing: typing in a field,
-  // or rows ticked for an action. Wait until they are done.
+  // or rows ticked for an action. Wait until they are done. A tab no one
+  // looks at waits too, sparing the database its queries.
   function busy() {
+    if (document.hidden) {
+      return true;
+    }
     const active = document.activeElement;
     if (active && active !== box && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) {
       return true;
