@@ -17,7 +17,8 @@ from ..models import (
 from ..models.job.states import observe, state_of, with_state
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
-from . import actions, dashboard
+from . import actions, dashboard, performance
+from .argument_search import ArgumentsFilter
 from .arguments import python_call
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
@@ -51,9 +52,14 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         BackendFilter,
         TaskFilter,
         FinishedFilter,
+        ArgumentsFilter,
     )
     search_fields = ("task_path",)
-    search_help_text = "A job id, or part of a task's dotted path."
+    search_help_text = (
+        "First box: a job id, or part of a task's dotted path. Second box: "
+        "text the job's arguments contain (any case), such as 1234 or "
+        "alice@example.com."
+    )
     ordering = ("-id",)
     sortable_by = ()
     show_full_result_count = False
@@ -255,6 +261,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 name="{}_{}_dashboard".format(*info),
             ),
             path(
+                "performance/",
+                self.admin_site.admin_view(self.performance_view),
+                name="{}_{}_performance".format(*info),
+            ),
+            path(
                 "<path:object_id>/operate/<str:operation>/",
                 self.admin_site.admin_view(self.operate_view),
                 name="{}_{}_operate".format(*info),
@@ -266,6 +277,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return dashboard.render_dashboard(request, self.admin_site)
+
+    def performance_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return performance.render_performance(request, self.admin_site)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         job = self.get_object(request, object_id)

@@ -132,6 +132,11 @@ class Dialect:
         """now_at_least_sql() plus the seconds (a float) in a column."""
         raise NotImplementedError(f"{type(self).__name__} has no interval arithmetic")
 
+    def seconds_between_sql(self, start_column, end_column):
+        """An expression of the seconds (a float) from one timestamp column to
+        another."""
+        raise NotImplementedError(f"{type(self).__name__} has no interval arithmetic")
+
     def estimated_rows(self, cursor, table):
         """A cheap estimate of a table's rows, where the database keeps one.
 

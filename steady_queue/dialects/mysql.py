@@ -92,6 +92,9 @@ class MySQL(Dialect):
             f"UTC_TIMESTAMP(6) + INTERVAL ROUND({seconds_column} * 1000000) MICROSECOND"
         )
 
+    def seconds_between_sql(self, start_column, end_column):
+        return f"TIMESTAMPDIFF(MICROSECOND, {start_column}, {end_column}) / 1000000.0"
+
     def estimated_rows(self, cursor, table):
         cursor.execute(ESTIMATED_ROWS_SQL, [table])
         row = cursor.fetchone()

@@ -79,6 +79,9 @@ class PostgreSQL(Dialect):
     def now_at_least_plus_sql(self, seconds_column):
         return f"statement_timestamp() + {seconds_column} * interval '1 second'"
 
+    def seconds_between_sql(self, start_column, end_column):
+        return f"EXTRACT(EPOCH FROM ({end_column} - {start_column}))::float"
+
     def estimated_rows(self, cursor, table):
         cursor.execute(ESTIMATED_ROWS_SQL, [table])
         row = cursor.fetchone()

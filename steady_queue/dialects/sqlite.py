@@ -21,6 +21,11 @@ class SQLite(Dialect):
             f"'+' || ({seconds_column} + 0.001) || ' seconds')"
         )
 
+    def seconds_between_sql(self, start_column, end_column):
+        # Django stores times as ISO text, which julianday() reads (in days,
+        # to the millisecond).
+        return f"(julianday({end_column}) - julianday({start_column})) * 86400.0"
+
     def is_lock_conflict(self, error):
         # Another writer held the lock for longer than the busy timeout.
         return "database is locked" in str(error)

@@ -15,7 +15,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from steady_queue.models import Job, Pause, Process, RecurringExecution, RecurringTask
+from steady_queue.models import (
+    FailedExecution,
+    Job,
+    Pause,
+    Process,
+    RecurringExecution,
+    RecurringTask,
+)
 from steady_queue.pipeline.arguments import serialize_arguments
 from tests.factories import make_job
 from tests.helpers import scaled, wait_for
@@ -340,3 +347,95 @@ def test_an_operator_cancels_a_running_job(
         "steady_queue.exceptions.JobCancelledError: Cancelled by operator (admin) at "
     )
     browser.save_screenshot(str(SHOTS / "jobs-failed-list.png"))
+
+
+def task_history():
+    """A day of runs of four tasks, of different lengths and failure rates."""
+    rng = random.Random(38)
+    now = timezone.now()
+    kinds = {
+        "shop.tasks.send_email": (0.05, 0.4, 0.01),
+        "shop.tasks.build_report": (4, 40, 0.05),
+        "shop.tasks.charge_card": (0.3, 2.5, 0.2),
+        "shop.tasks.sync_stock": (60, 400, 0),
+    }
+    jobs, failed = [], []
+    for task_path, (shortest, longest, failing) in kinds.items():
+        for _ in range(rng.randint(80, 200)):
+            finished = now - timedelta(minutes=rng.randint(1, 23 * 60))
+            seconds = rng.uniform(shortest, longest)
+            fails = rng.random() < failing
+            job = Job(
+                queue_name="default",
+                task_path=task_path,
+                enqueued_at=finished - timedelta(seconds=seconds + 2),
+                started_at=finished - timedelta(seconds=seconds),
+                last_attempted_at=finished - timedelta(seconds=seconds),
+                finished_at=finished,
+                worker_ids=["worker-1"],
+                errors=[{"exception_class_path": "builtins.ValueError"}]
+                if fails or rng.random() < failing
+                else [],
+            )
+            (failed if fails else jobs).append(job)
+    Job.objects.bulk_create(jobs)
+    for job in failed:
+        job.save()
+    FailedExecution.objects.create_all_for(failed)
+
+
+def test_an_operator_reads_task_performance_and_watches_jobs_live(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    task_history()
+    alice = make_job("ready", task_path="shop.tasks.send_email")
+    Job.objects.filter(pk=alice.pk).update(
+        arguments={"args": [], "kwargs": {"to": "alice@example.com"}}
+    )
+
+    browser.set_window_size(1400, 1000)
+    log_in(browser, live_server)
+    browser.get(f"{live_server.url}/admin/steady_queue/job/performance/")
+    assert "Task performance" in browser.title
+    rows = browser.find_elements(By.CSS_SELECTOR, "#sq-performance tbody tr")
+    assert len(rows) == 4
+    report = browser.find_element(By.ID, "sq-task-shoptasksbuild_report")
+    p50 = report.find_element(By.CLASS_NAME, "sq-p50").text
+    assert p50.endswith(" s") and 4 <= float(p50.split()[0]) <= 40
+    browser.save_screenshot(str(SHOTS / "performance.png"))
+    # Each task opens the jobs list, filtered to its runs in the window.
+    report.find_element(By.LINK_TEXT, "build_report").click()
+    wait_for(lambda: "task=shop.tasks.build_report" in browser.current_url)
+
+    # Search by argument: only the job called with alice's address.
+    search = browser.find_element(By.ID, "sq-args-search")
+    search.send_keys("ALICE@example.com")
+    browser.find_element(
+        By.CSS_SELECTOR, "#changelist-search input[type=submit]"
+    ).click()
+    wait_for(lambda: "args=ALICE" in browser.current_url, message="searched")
+    # Within the task's filters kept from the link: alice's job is another task's.
+    assert "0 results" in browser.page_source
+    browser.get(f"{live_server.url}/admin/steady_queue/job/?args=alice%40example")
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "th.field-id a")]
+    assert ids == [str(alice.pk)]
+    browser.save_screenshot(str(SHOTS / "jobs-argument-search.png"))
+
+    # Live refresh: off at first; ticked, the list shows a job enqueued after
+    # the page was drawn, and stays ticked across the reloads.
+    browser.get(f"{live_server.url}/admin/steady_queue/job/")
+    box = browser.find_element(By.ID, "sq-live-refresh")
+    assert not box.is_selected()
+    box.click()
+    later = make_job("ready", task_path="shop.tasks.arrived_later")
+    wait_for(
+        lambda: f">{later.pk}</a>" in browser.page_source,
+        timeout=20,
+        message="the new job shown after a reload",
+    )
+    assert browser.find_element(By.ID, "sq-live-refresh").is_selected()
+    browser.save_screenshot(str(SHOTS / "jobs-live-refresh.png"))
+    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    # Remembered per page: the dashboard's box is still off.
+    assert not browser.find_element(By.ID, "sq-live-refresh").is_selected()

@@ -5,11 +5,13 @@ from ..job_outcomes import Outcomes
 from .clearing import Clearing
 from .enqueueing import Enqueueing
 from .routing import Routing
+from .searching import Searching
 from .states import in_state, with_state
 
 
-class JobQuerySet(Enqueueing, Routing, Outcomes, Clearing, QueueQuerySet):
-    """Jobs: enqueue them, route them to a state, record outcomes, clear them."""
+class JobQuerySet(Enqueueing, Routing, Outcomes, Clearing, Searching, QueueQuerySet):
+    """Jobs: enqueue them, route them to a state, record outcomes, clear them,
+    find them by their arguments."""
 
     def in_state(self, state):
         """The jobs in one State (models.job.states.in_state)."""
