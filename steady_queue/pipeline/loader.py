@@ -18,7 +18,7 @@ a task may live in
 from functools import cache
 
 from django.apps import AppConfig, apps
-from django.conf import settings
+from django.conf import UserSettingsHolder, settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
@@ -154,11 +154,28 @@ def installed_app_packages():
 
 def project_package():
     """The top-level package of the settings module, or None if it has none."""
-    settings_module = getattr(settings, "SETTINGS_MODULE", None) or ""
+    settings_module = settings_module_name() or ""
     if "." not in settings_module:
         # A top-level settings.py: its directory is no package to trust.
         return None
     return settings_module.partition(".")[0]
+
+
+def settings_module_name():
+    """The settings module's dotted name, also inside override_settings().
+
+    An override's settings report SETTINGS_MODULE as None unless the override
+    sets it; read it from the settings the override stands on instead, so a
+    task first enqueued in a test's override is not refused ever after.
+    """
+    # Reading a setting first sets up lazy settings, so _wrapped is real.
+    named = getattr(settings, "SETTINGS_MODULE", None)
+    layer = settings._wrapped
+    while isinstance(layer, UserSettingsHolder):
+        if "SETTINGS_MODULE" in vars(layer):
+            return layer.SETTINGS_MODULE
+        layer = layer.default_settings
+    return getattr(layer, "SETTINGS_MODULE", named)
 
 
 def extra_task_packages():

@@ -198,3 +198,27 @@ def _installed():
     from django.conf import settings
 
     return list(settings.INSTALLED_APPS)
+
+
+def test_the_project_package_is_the_same_inside_override_settings():
+    with override_settings(DEBUG=True):
+        assert loader.project_package() == "tests"
+
+
+@pytest.mark.parametrize("first", ["inside", "outside"])
+def test_a_project_task_first_enqueued_under_override_settings_stays_allowed(
+    packages, first
+):
+    module = packages.write("sq_site/tasks.py")
+    task = __import__(module, fromlist=["run"]).run
+    # Stands for the project's own settings module, sq_site.settings.
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        if first == "inside":
+            with override_settings(DEBUG=True):
+                task.enqueue(1)
+            task.enqueue(2)
+        else:
+            task.enqueue(1)
+            with override_settings(DEBUG=True):
+                task.enqueue(2)
+    assert Job.objects.count() == 2
