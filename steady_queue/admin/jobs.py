@@ -17,6 +17,7 @@ from ..models import (
     Process,
 )
 from ..models.job.states import observe, state_of, with_state
+from ..pipeline.return_values import json_return_value
 from ..states import State
 from . import actions, dashboard
 from .base import CappedPaginator, ReadOnlyAdmin, can
@@ -236,7 +237,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="result")
     def result_json(self, job):
-        return _pretty(job.return_value) if job.finished_at else "-"
+        return _pretty(json_return_value(job.return_value)) if job.finished_at else "-"
 
     @admin.display(description="errors")
     def errors_list(self, job):

@@ -48,7 +48,7 @@ class ArgumentError(EnqueueError, TypeError):
 
 def serialize_arguments(task_path, args, kwargs):
     """Return ``{"args": [...], "kwargs": {...}}`` or raise ArgumentError."""
-    encoder = _Encoder(task_path)
+    encoder = Encoder(task_path)
     stored = {
         "args": [
             encoder.encode(value, f"positional argument {index}")
@@ -87,14 +87,14 @@ def decode_arguments(stored, load_rows=True, signed=True):
     kwargs = stored.get("kwargs", {})
     if not stored.get(TAGGED):
         return args, kwargs
-    if signed and _names_models([args, kwargs]) and not holds_valid_signature(stored):
+    if signed and names_models([args, kwargs]) and not holds_valid_signature(stored):
         raise ArgumentDecodeError(
             "The job's stored arguments name a model but their signature is "
             "missing or wrong: the row was changed after enqueue (or signed with "
             "a SECRET_KEY no longer in SECRET_KEY_FALLBACKS), so no model was "
             "loaded and nothing was called."
         )
-    decode = _Decoder(load_rows).decode
+    decode = Decoder(load_rows).decode
     return [decode(value) for value in args], {
         name: decode(value) for name, value in kwargs.items()
     }
@@ -129,21 +129,21 @@ def call_arguments(result):
     )
 
 
-def _names_models(value):
+def names_models(value):
     """Whether stored values hold a model tag, read as the decoder reads them."""
     if isinstance(value, list):
-        return any(_names_models(item) for item in value)
+        return any(names_models(item) for item in value)
     if not isinstance(value, dict):
         return False
     name = value.get(TAG)
     if name is None:
-        return any(_names_models(item) for item in value.values())
+        return any(names_models(item) for item in value.values())
     if name == "model":
         return True
     if name == "dict":
-        return _names_models(list(value["v"].values()))
+        return names_models(list(value["v"].values()))
     if name == "tuple":
-        return _names_models(value["v"])
+        return names_models(value["v"])
     return False
 
 
@@ -163,7 +163,7 @@ def _as_json(value):
     return value
 
 
-class _Encoder:
+class Encoder:
     """One walk over a call's arguments: checks each value and encodes it."""
 
     def __init__(self, task_path):
@@ -270,7 +270,7 @@ class _Encoder:
         )
 
 
-class _Decoder:
+class Decoder:
     """Rebuilds tagged values; model rows are fetched once per decode."""
 
     def __init__(self, load_rows):

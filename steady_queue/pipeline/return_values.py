@@ -1,0 +1,156 @@
+"""Stores a task's return value as JSON and turns it back into the value.
+
+A value Django's ``normalize_json`` accepts, holding no tuple, is stored as it
+always was: other readers of the column (django-tasks-monitor, say) see plain
+JSON. A value holding a tuple, datetime, date, time, timedelta, Decimal, UUID
+or saved model instance is stored tagged as arguments are (arguments.py),
+inside an envelope, ``{"__sq__": "tagged", "v": ...}``, and rebuilt when a
+result is read. A model instance comes back holding only its primary key; its
+other fields load when first read. An envelope that names a model is signed,
+as arguments are (signing.py).
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+
+from ..exceptions import ArgumentDecodeError, ResultNotStorableError
+from .arguments import SUPPORTED, TAG, Decoder, Encoder, names_models
+from .signing import SIGNATURE, holds_valid_signature, return_value_signature
+
+# The envelope's tag: the value inside holds tagged objects.
+ENVELOPE = "tagged"
+
+
+def storable_form(value):
+    """The JSON a return value is stored as; raises ResultNotStorableError.
+
+    The error's args are ``(what was wrong, how to fix it)``.
+    """
+    encoder = _ReturnEncoder()
+    encoded = encoder.encode(value, "it")
+    if encoder.tagged:
+        return _enveloped(encoded, encoder.names_models)
+    if not encoder.escaped:
+        return encoded
+    if isinstance(value, Mapping) and value.get(TAG) == ENVELOPE:
+        # Stored plain, this dict would read back as an envelope.
+        return _enveloped(encoded, False)
+    # A dict with a "__sq__" key of its own, in plain JSON: stored as it is.
+    return _plain(value)
+
+
+def returned_value(stored):
+    """The value a task returned, rebuilt from its stored JSON."""
+    if not (isinstance(stored, dict) and stored.get(TAG) == ENVELOPE):
+        return stored
+    value = stored.get("v")
+    if names_models(value) and not holds_valid_signature(
+        stored, lambda envelope, secret: return_value_signature(envelope["v"], secret)
+    ):
+        raise ArgumentDecodeError(
+            "The job's stored return value names a model but its signature is "
+            "missing or wrong: the row was changed after the task returned, so "
+            "the value was not rebuilt."
+        )
+    return Decoder(load_rows=False).decode(value)
+
+
+def json_return_value(stored):
+    """The stored return value as JSON for display: no envelope, tags kept."""
+    if isinstance(stored, dict) and stored.get(TAG) == ENVELOPE:
+        return stored.get("v")
+    return stored
+
+
+def _enveloped(encoded, signed):
+    if signed:
+        # Signed as it will be read back: JSON turns int keys into strings.
+        encoded = json.loads(json.dumps(encoded))
+        return {TAG: ENVELOPE, "v": encoded, SIGNATURE: return_value_signature(encoded)}
+    return {TAG: ENVELOPE, "v": encoded}
+
+
+def _plain(value):
+    """``value`` as normalize_json makes it (the walk already accepted it)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(item) for item in value]
+    return value
+
+
+class _ReturnEncoder(Encoder):
+    """One walk over a return value: normalize_json's rules, tagging the rest.
+
+    Unlike arguments, mappings, sequences and bytes are taken as
+    normalize_json takes them, so every value stored before is stored the same.
+    Plain items are kept without a call, so plain JSON costs what it did.
+    """
+
+    def __init__(self):
+        super().__init__(task_path=None)
+        self.escaped = False
+
+    def encode(self, value, where, path=""):
+        if value is None or isinstance(value, _PLAIN):
+            # NaN and Infinity are refused with the other database rules.
+            return value
+        if isinstance(value, dict | Mapping):
+            return self.encode_mapping(value, where, path)
+        if isinstance(value, list):
+            return self.encode_items(value, where, path)
+        if type(value) is tuple:
+            return self.tag("tuple", v=self.encode_items(value, where, path))
+        if isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                self.fail(where + path, "bytes that are not UTF-8 text")
+        if isinstance(value, Sequence):
+            return self.encode_items(value, where, path)
+        encoded = self.encode_scalar(value, where + path)
+        if encoded is not None:
+            return encoded
+        kind = type(value)
+        return self.fail(where + path, f"of type {kind.__module__}.{kind.__qualname__}")
+
+    def encode_items(self, value, where, path):
+        return [
+            item
+            if item is None or isinstance(item, _PLAIN)
+            else self.encode(item, where, f"{path}[{index}]")
+            for index, item in enumerate(value)
+        ]
+
+    def encode_mapping(self, value, where, path):
+        items = {}
+        for key, item in value.items():
+            if not (key is None or isinstance(key, _PLAIN)):
+                kind = type(key)
+                self.fail(
+                    where + path,
+                    f"a dict with the key {key!r} (of type {kind.__module__}."
+                    f"{kind.__qualname__}), which JSON cannot keep",
+                )
+            if item is None or isinstance(item, _PLAIN):
+                items[key] = item
+            else:
+                items[key] = self.encode(item, where, f"{path}[{key!r}]")
+        if TAG in items:
+            # Escaped, in case the value is stored tagged (storable_form).
+            self.escaped = True
+            return {TAG: "dict", "v": items}
+        return items
+
+    def fail(self, where, what):
+        path = where.removeprefix("it")
+        raise ResultNotStorableError(
+            f"the value at {path} is {what}" if path else f"it is {what}",
+            f"Return {SUPPORTED}.",
+        )
+
+
+# What JSON keeps as it is (bool is an int).
+_PLAIN = str | int | float
