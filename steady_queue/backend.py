@@ -23,7 +23,12 @@ from .decorators.unique import unique_of
 from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
-from .pipeline.loader import load_task, missing_task, task_module_refusal
+from .pipeline.loader import (
+    defined_in_a_shell_refusal,
+    load_task,
+    missing_task,
+    task_module_refusal,
+)
 from .pipeline.open_batch import open_batch
 from .pipeline.results import build_result
 from .states import TASK_RESULT_STATUS
@@ -135,6 +140,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         self.config  # noqa: B018 - a misconfigured backend must not write rows
         refusal = task_module_refusal(task.func.__module__, task.module_path)
         if refusal is not None:
+            refusal = defined_in_a_shell_refusal(task) or refusal
             # Workers load tasks by the same rule (pipeline.loader): refuse now
             # what no worker would ever run.
             raise InvalidTask(f"{refusal}. Nothing was enqueued.")

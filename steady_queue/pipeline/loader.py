@@ -15,6 +15,7 @@ a task may live in
 - a package named in the ``STEADY_QUEUE_TASK_PACKAGES`` setting.
 """
 
+import sys
 from functools import cache
 
 from django.apps import AppConfig, apps
@@ -118,6 +119,26 @@ def task_module_refusal(module_path, what):
         f"loaded from ({describe_task_packages()}). If tasks of {parts[0]!r} "
         f"should run, add it to the {TASK_PACKAGES_SETTING} setting, or move "
         "the task into an installed app"
+    )
+
+
+def defined_in_a_shell_refusal(task):
+    """Why ``task``, defined in a shell or a script, cannot run; else None.
+
+    Such a function's module is ``__main__``, or the module that ran the code
+    (``manage.py shell`` runs it in django.core.management.commands.shell),
+    where its name is not defined: its path leads a worker nowhere.
+    """
+    module_name = task.func.__module__
+    module = sys.modules.get(module_name) if module_name != "__main__" else None
+    found = getattr(module, task.func.__qualname__, None)
+    if getattr(found, "func", None) is task.func:
+        return None
+    return (
+        f"Task {task.module_path!r} was defined in the shell or a script (module "
+        f"{module_name!r}), so no worker can run it: a worker imports each task "
+        "by its module path. Define the task in a module of an installed app "
+        "(e.g. shop/tasks.py) and import it from there"
     )
 
 
