@@ -543,3 +543,9 @@ def returns_a_set(path):
     """Count its runs, then return what no result can keep."""
     _record_attempt(path)
     return {"tags": {"a", "b"}}
+
+
+@task
+def raises_base_exception(kind):
+    """Raise what is no Exception: run_pending() lets it through."""
+    raise {"interrupt": KeyboardInterrupt, "exit": SystemExit}[kind](kind)
