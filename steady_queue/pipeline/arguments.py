@@ -191,11 +191,7 @@ class Encoder:
                 for index, item in enumerate(value)
             ]
             return self.tag("tuple", v=items)
-        encoded = self.encode_scalar(value, where + path)
-        if encoded is not None:
-            return encoded
-        kind = type(value)
-        return self.fail(where + path, f"of type {kind.__module__}.{kind.__qualname__}")
+        return self.encode_other(value, where + path)
 
     def encode_dict(self, value, where, path):
         items = {}
@@ -213,6 +209,14 @@ class Encoder:
             # Escaped, so a user's own "__sq__" key is never read as a tag.
             return self.tag("dict", v=items)
         return items
+
+    def encode_other(self, value, where):
+        """Tag a value of a type JSON lacks, or refuse it naming its type."""
+        encoded = self.encode_scalar(value, where)
+        if encoded is not None:
+            return encoded
+        kind = type(value)
+        return self.fail(where, f"of type {kind.__module__}.{kind.__qualname__}")
 
     def encode_scalar(self, value, where):
         """Tag a datetime, date, time, timedelta, Decimal, UUID or model; else None."""

@@ -110,11 +110,7 @@ class _ReturnEncoder(Encoder):
                 self.fail(where + path, "bytes that are not UTF-8 text")
         if isinstance(value, Sequence):
             return self.encode_items(value, where, path)
-        encoded = self.encode_scalar(value, where + path)
-        if encoded is not None:
-            return encoded
-        kind = type(value)
-        return self.fail(where + path, f"of type {kind.__module__}.{kind.__qualname__}")
+        return self.encode_other(value, where + path)
 
     def encode_items(self, value, where, path):
         return [
