@@ -1,6 +1,7 @@
 """Module-level tasks every test uses (Django's tests/tasks pattern)."""
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -549,3 +550,20 @@ def returns_a_set(path):
 def raises_base_exception(kind):
     """Raise what is no Exception: run_pending() lets it through."""
     raise {"interrupt": KeyboardInterrupt, "exit": SystemExit}[kind](kind)
+
+
+@task
+def makes_superuser(path, user):
+    """Make a user a superuser: a task no copied argument may reach."""
+    with open(path, "a") as file:
+        file.write(f"promoted {user.username}\n")
+    user.is_superuser = True
+    user.save(update_fields=["is_superuser"])
+
+
+@task
+def record_user_and_numbers(path, user, numbers, *, more):
+    """Record the user and the numbers received beside it, as JSON."""
+    with open(path, "a") as file:
+        file.write(json.dumps({"user": user.username, "numbers": [*numbers, more]}))
+        file.write("\n")

@@ -7,19 +7,14 @@ project's own tests with steady_queue.testing. When the docs drift from the
 code, this fails.
 """
 
+import ast
 import os
-import re
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from steady_queue.compat import FRAMEWORK, FRAMEWORK_APP
-
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
+from .docs_blocks import block_with, readme_block
+from .new_site import Project
 
 pytestmark = [
     pytest.mark.integration,
@@ -29,16 +24,6 @@ pytestmark = [
         reason="the new project runs on its own SQLite database",
     ),
 ]
-
-ORDER_MODEL = """
-from django.db import models
-
-
-class Order(models.Model):
-    customer_email = models.EmailField()
-    item = models.CharField(max_length=200)
-    amount = models.DecimalField(max_digits=10, decimal_places=2)
-"""
 
 FIRST_TEST = """
 from django.core import mail
@@ -61,97 +46,20 @@ class ConfirmationTests(TestCase):
 """
 
 
-def code_blocks(page):
-    """The ``.. code-block:: python`` bodies of a docs page, dedented.
-
-    A body ends at the first line indented less than its own first line (a
-    block inside a definition list is followed by more of the list's text).
-    """
-    text = (DOCS / page).read_text()
-    blocks = []
-    for match in re.finditer(r"^( *)\.\. code-block:: python\n\n", text, re.M):
-        lines = text[match.end() :].splitlines(keepends=True)
-        indent = len(lines[0]) - len(lines[0].lstrip(" "))
-        body = []
-        for line in lines:
-            if line.strip() and len(line) - len(line.lstrip(" ")) < indent:
-                break
-            body.append(line)
-        blocks.append(textwrap.dedent("".join(body)).strip() + "\n")
-    return blocks
-
-
-def block_with(page, marker):
-    (found,) = [block for block in code_blocks(page) if marker in block]
-    return found
-
-
-def for_this_django(code):
-    """The docs import from django.tasks; on Django 5.2 it is the backport."""
-    return code.replace("from django.tasks import", f"from {FRAMEWORK} import")
-
-
-class Project:
-    def __init__(self, path):
-        self.path = path
-        self.env = {
-            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-            "PYTHONPATH": str(ROOT),
-        }
-
-    def run(self, *args, check=True):
-        result = subprocess.run(
-            [sys.executable, *args],
-            cwd=self.path,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check:
-            assert result.returncode == 0, (args, result.stdout, result.stderr)
-        return result
-
-    def manage(self, *args, **kwargs):
-        return self.run("manage.py", *args, **kwargs)
-
-    def shell(self, code):
-        """Run code in ``manage.py shell``; return what it printed after "=>"."""
-        out = self.manage("shell", "-c", textwrap.dedent(code)).stdout
-        (line,) = [line for line in out.splitlines() if line.startswith("=> ")]
-        return line[3:]
-
-
 def test_a_new_project_built_from_the_docs_runs_its_first_task(tmp_path):
-    project = Project(tmp_path / "site")
-    project.path.mkdir()
-    project.run("-m", "django", "startproject", "mysite", ".")
-    project.manage("startapp", "shop")
+    project = Project.start(tmp_path / "site")
 
     # installation.rst: the TASKS setting, and the apps to add.
     tasks_setting = block_with("installation.rst", "TASKS = {")
     tasks_setting = tasks_setting[tasks_setting.index("TASKS = {") :]
-    apps = ["shop", "steady_queue"] + ([FRAMEWORK_APP] if FRAMEWORK_APP else [])
-    settings = project.path / "mysite" / "settings.py"
-    generated = settings.read_text()
-    # Django 6.1's template prints mail to the console (MAILERS); older ones
-    # would try an SMTP server, which this machine has not.
-    mail = (
-        ""
-        if "MAILERS" in generated
-        else 'EMAIL_BACKEND = "{}"\n'.format(
-            "django.core.mail.backends.console.EmailBackend"
-        )
-    )
-    settings.write_text(
-        generated + f"\nINSTALLED_APPS += {apps!r}\n" + tasks_setting + mail
+    project.configure(
+        project.installed_apps("shop", "steady_queue"),
+        tasks_setting,
+        project.console_mail(),
     )
     # quickstart.rst: the task, as the page shows it.
-    shop = project.path / "shop"
-    (shop / "models.py").write_text(ORDER_MODEL)
-    task_module = block_with("quickstart.rst", "# shop/tasks.py")
-    (shop / "tasks.py").write_text(for_this_django(task_module))
-    (shop / "tests.py").write_text(FIRST_TEST)
+    project.write("shop/tasks.py", block_with("quickstart.rst", "# shop/tasks.py"))
+    project.write("shop/tests.py", FIRST_TEST)
 
     project.manage("makemigrations", "shop")
     project.manage("migrate")
@@ -194,3 +102,50 @@ def test_a_new_project_built_from_the_docs_runs_its_first_task(tmp_path):
 
     tested = project.manage("test", "shop")
     assert "Ran 1 test" in tested.stderr and "OK" in tested.stderr
+
+
+def test_the_readmes_snippets_pasted_into_a_new_project_run_a_task(tmp_path):
+    """README.md's Install and Quickstart snippets, pasted as they are.
+
+    Its settings name no QUEUES, and its task is on queue "mail": an unset
+    QUEUES must take any queue name.
+    """
+    project = Project.start(tmp_path / "site")
+    # "INSTALLED_APPS = [..., "steady_queue"]": the "..." is the list that
+    # startproject wrote, plus the project's own app.
+    settings = readme_block('"BACKEND": "steady_queue.backend.SteadyQueueBackend"')
+    settings = settings.replace("[...,", "[*INSTALLED_APPS,")
+    project.configure(settings, project.installed_apps("shop"))
+
+    # The Quickstart block: the task module, then the enqueue that uses it.
+    quickstart = readme_block("@task(")
+    module, enqueue = quickstart.split("with transaction.atomic():")
+    project.write("shop/tasks.py", module)
+    project.manage("makemigrations", "shop")
+    project.manage("migrate")
+
+    enqueue = "with transaction.atomic():" + enqueue.replace(
+        "Order.objects.create(...)",
+        'Order.objects.create(customer_email="ada@example.com", item="Teapot", '
+        'amount="25.00")',
+    )
+    result_id = project.shell(
+        "from django.db import transaction\n"
+        "from shop.models import Order\n"
+        "from shop.tasks import send_order_confirmation\n"
+        + enqueue
+        + 'print("=>", result.id)\n'
+    )
+    assert project.manage("steady_queue", "--once").stdout.startswith("Ran 1 job(s)")
+
+    # The last block reads the result back; its comment says what it shows.
+    *lines, last = readme_block("get_result(result.id)").strip().splitlines()
+    shown, expected = (part.strip() for part in last.split("#"))
+    read = project.shell(
+        "from shop.tasks import send_order_confirmation\n"
+        f"result = send_order_confirmation.get_result({result_id!r})\n"
+        + "\n".join(lines)
+        + f'\nstatus, value = {shown}\nprint("=>", status.name, value)\n'
+    )
+    status, value = expected.split(", ", 1)
+    assert read == f"{status} {ast.literal_eval(value)}"

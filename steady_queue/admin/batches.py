@@ -20,10 +20,10 @@ from ..reporting.batches import (
     describe_metadata,
     percent_ended,
 )
+from ..reporting.moments import moment_html
 from ..states.batches import EVENTS, BatchStatus
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import batch_id_in
-from .jobs import _compact_time
 
 # How much of a batch's metadata the list shows on hover.
 TITLE_CHARS = 300
@@ -78,7 +78,7 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         ("Counts", {"fields": ("size", "finished", "failed", "discarded", "pending")}),
         ("Metadata", {"fields": ("metadata_json",)}),
         ("Callbacks", {"fields": ("callbacks_list",)}),
-        ("Timeline", {"fields": ("created_at", "ended_at")}),
+        ("Timeline", {"fields": ("created", "ended")}),
         ("Other", {"fields": ("backend_name",)}),
     )
     readonly_fields = (
@@ -93,8 +93,8 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "pending",
         "metadata_json",
         "callbacks_list",
-        "created_at",
-        "ended_at",
+        "created",
+        "ended",
         "backend_name",
     )
 
@@ -193,11 +193,11 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="created")
     def created(self, batch):
-        return _compact_time(batch.created_at)
+        return moment_html(batch.created_at)
 
     @admin.display(description="ended")
     def ended(self, batch):
-        return _compact_time(batch.ended_at)
+        return moment_html(batch.ended_at)
 
     @admin.display(description="jobs")
     def jobs(self, batch):

@@ -6,7 +6,7 @@ from django.utils import timezone
 from ..models import Process
 from ..models.job.counts import counts_by_state, is_estimate
 from ..reporting import charts
-from ..reporting.queues import configured_queue_names, queue_overview
+from ..reporting.queues import known_queue_names, queue_overview
 from ..reporting.state_machines import state_machines_overview
 from ..reporting.throughput import failure_rate, per_minute
 from .base import can, page_context, queue_backend, queue_database
@@ -20,7 +20,7 @@ def render_dashboard(request, admin_site):
     now = timezone.now()
     backend = queue_backend()
     database = queue_database()
-    queues = queue_overview(database, configured_queue_names(backend), now)
+    queues = queue_overview(database, known_queue_names(backend, database), now)
     minutes = per_minute(database, 60, now)
     processes = Process.objects.using(database).order_by("kind", "name")
     # Hosts and pids are for users who may view processes; others get counts.
@@ -41,7 +41,7 @@ def render_dashboard(request, admin_site):
         "show_processes": show_processes,
         "process_counts": sorted(processes.counts_by_kind().items()),
         "state_machines": state_machines_overview(now),
-        "processes": _process_rows(processes, now) if show_processes else [],
+        "processes": _process_rows(processes) if show_processes else [],
         "throughput_chart": charts.stacked_columns(
             [
                 (
@@ -65,14 +65,10 @@ def render_dashboard(request, admin_site):
     return TemplateResponse(request, "steady_queue/admin/dashboard.html", context)
 
 
-def _process_rows(processes, now):
-    """Each process with its heartbeat's age and the jobs it is running."""
+def _process_rows(processes):
+    """Each process with the jobs it is running."""
     running = processes.running_jobs()
     return [
-        {
-            "process": process,
-            "heartbeat_age": (now - process.last_heartbeat_at).total_seconds(),
-            "running": running.get(process.pk, []),
-        }
+        {"process": process, "running": running.get(process.pk, [])}
         for process in processes
     ]

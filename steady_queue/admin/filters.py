@@ -10,7 +10,7 @@ from ..backend import steady_queue_databases
 from ..models import FailedExecution, Job
 from ..models.job.counts import counts_by_state
 from ..models.job.states import in_state
-from ..reporting.queues import configured_queue_names, queue_overview
+from ..reporting.queues import known_queue_names, queue_overview
 from ..states import COUNT_LIMIT, STATES
 from .base import queue_backend, queue_database
 
@@ -40,10 +40,9 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
-        configured = configured_queue_names(queue_backend())
-        return [
-            (q["name"], q["name"]) for q in queue_overview(queue_database(), configured)
-        ]
+        database = queue_database()
+        known = known_queue_names(queue_backend(), database)
+        return [(q["name"], q["name"]) for q in queue_overview(database, known)]
 
     def queryset(self, request, queryset):
         if self.value():

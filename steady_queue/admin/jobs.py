@@ -6,10 +6,8 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.formats import date_format
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.text import Truncator
-from django.utils.timezone import localtime
 
 from ..models import (
     ClaimedExecution,
@@ -18,8 +16,10 @@ from ..models import (
 )
 from ..models.job.states import observe, state_of, with_state
 from ..pipeline.return_values import json_return_value
+from ..reporting.moments import duration_text, moment_html
 from ..states import State
 from . import actions, dashboard
+from .arguments import python_call
 from .base import CappedPaginator, ReadOnlyAdmin, can
 from .filters import (
     BackendFilter,
@@ -30,6 +30,7 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
+from .job_page import attempts_of, last_failed
 
 
 @admin.register(Job)
@@ -66,26 +67,27 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         actions.discard_waiting,
         actions.cancel_running,
     )
+    # The error and the attempts come first, above these (job/change_form.html).
     fieldsets = (
         (
             None,
             {"fields": ("id", "task_path", "queue_name", "state_label", "priority")},
         ),
-        ("Arguments", {"fields": ("arguments_json",)}),
+        ("Arguments", {"fields": ("python_arguments",)}),
         (
             "Timeline",
             {
                 "fields": (
-                    "enqueued_at",
-                    "scheduled_at",
+                    "enqueued",
+                    "scheduled",
                     "started",
-                    "last_attempted_at",
+                    "last_attempt",
                     "elapsed",
-                    "finished_at",
+                    "finished",
                 )
             },
         ),
-        ("Runs", {"fields": ("attempts", "workers", "result_json", "errors_list")}),
+        ("Runs", {"fields": ("attempts", "workers", "result_json")}),
         ("Other", {"fields": ("backend_name", "limits", "batch_link")}),
     )
     readonly_fields = (
@@ -94,17 +96,16 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "queue_name",
         "state_label",
         "priority",
-        "arguments_json",
-        "enqueued_at",
-        "scheduled_at",
+        "python_arguments",
+        "enqueued",
+        "scheduled",
         "started",
-        "last_attempted_at",
+        "last_attempt",
         "elapsed",
-        "finished_at",
+        "finished",
         "attempts",
         "workers",
         "result_json",
-        "errors_list",
         "backend_name",
         "limits",
         "batch_link",
@@ -177,16 +178,23 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="enqueued")
     def enqueued(self, job):
-        return _compact_time(job.enqueued_at)
+        return moment_html(job.enqueued_at)
 
     @admin.display(description="finished")
     def finished(self, job):
-        return _compact_time(job.finished_at)
+        return moment_html(job.finished_at)
+
+    @admin.display(description="scheduled for")
+    def scheduled(self, job):
+        return moment_html(job.scheduled_at)
 
     @admin.display(description="started at")
     def started(self, job):
-        started = job.started_at or observe(job).claimed_at
-        return date_format(localtime(started), "DATETIME_FORMAT") if started else "-"
+        return moment_html(job.started_at or observe(job).claimed_at)
+
+    @admin.display(description="last attempt started")
+    def last_attempt(self, job):
+        return moment_html(job.last_attempted_at)
 
     @admin.display(description="running")
     def elapsed(self, job):
@@ -194,7 +202,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if observed.state != State.RUNNING or observed.claimed_at is None:
             return "-"
         seconds = max((timezone.now() - observed.claimed_at).total_seconds(), 0)
-        return _duration(seconds)
+        return duration_text(seconds)
 
     @admin.display(description="error")
     def last_error(self, job):
@@ -231,30 +239,13 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         names = ", ".join(job.worker_ids or ())
         return "; ".join(part for part in (names, running) if part) or "-"
 
-    @admin.display(description="arguments")
-    def arguments_json(self, job):
-        return _pretty(job.arguments)
+    @admin.display(description="call")
+    def python_arguments(self, job):
+        return format_html('<pre class="sq-call">{}</pre>', python_call(job))
 
     @admin.display(description="result")
     def result_json(self, job):
         return _pretty(json_return_value(job.return_value)) if job.finished_at else "-"
-
-    @admin.display(description="errors")
-    def errors_list(self, job):
-        if not job.errors:
-            return "-"
-        return format_html_join(
-            "",
-            '<div class="sq-error"><strong>Attempt {}: {}</strong><pre>{}</pre></div>',
-            (
-                (
-                    number,
-                    error.get("exception_class_path", "?"),
-                    error.get("traceback", ""),
-                )
-                for number, error in enumerate(job.errors, start=1)
-            ),
-        )
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -286,7 +277,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 for name, (codename, states) in OPERATIONS.items()
                 if job.state in states and can(request, codename)
             ]
-        extra_context = {**(extra_context or {}), "sq_operations": buttons}
+        extra_context = {
+            **(extra_context or {}),
+            "sq_operations": buttons,
+            **(_error_first(job) if job is not None else {}),
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def operate_view(self, request, object_id, operation):
@@ -299,23 +294,12 @@ def _pretty(value):
     )
 
 
-def _duration(seconds):
-    """A short readable duration: 42 s, 3 min 5 s, 2 h 10 min."""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
-def _compact_time(moment):
-    """Narrow enough for a list column: the time today, the date too otherwise;
-    the full date and time in the tooltip."""
-    if moment is None:
-        return "-"
-    local = localtime(moment)
-    today = localtime(timezone.now()).date() == local.date()
-    shown = local.strftime("%H:%M:%S" if today else "%Y-%m-%d %H:%M")
-    full = date_format(local, "DATETIME_FORMAT")
-    return format_html('<span title="{}">{}</span>', full, shown)
+def _error_first(job):
+    """What job/change_form.html shows above the fields: the error, the attempts."""
+    observed = observe(job)
+    attempts = attempts_of(job, observed)
+    return {
+        "sq_failed": observed.state == State.FAILED,
+        "sq_failed_attempt": last_failed(attempts),
+        "sq_attempts": attempts,
+    }

@@ -2,11 +2,10 @@
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html_join
 
 from ..models import Process
-from .base import ReadOnlyAdmin
+from .base import ReadOnlyAdmin, moment_field
 
 
 @admin.register(Process)
@@ -16,8 +15,7 @@ class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "kind",
         "hostname",
         "pid",
-        "last_heartbeat_at",
-        "heartbeat_age",
+        "last_heartbeat",
         "running",
     )
     list_filter = ("kind", "hostname")
@@ -30,15 +28,12 @@ class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "hostname",
         "supervisor_id",
         "metadata",
-        "last_heartbeat_at",
-        "created_at",
+        "last_heartbeat",
+        "started",
         "running",
     )
-
-    @admin.display(description="last heartbeat")
-    def heartbeat_age(self, process):
-        seconds = (timezone.now() - process.last_heartbeat_at).total_seconds()
-        return f"{seconds:.0f}s ago"
+    last_heartbeat = moment_field("last_heartbeat_at", "last heartbeat")
+    started = moment_field("created_at", "started")
 
     @admin.display(description="running")
     def running(self, process):

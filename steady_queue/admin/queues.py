@@ -8,7 +8,7 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Pause
-from ..reporting.queues import configured_queue_names, queue_overview
+from ..reporting.queues import known_queue_names, queue_overview
 from .base import ReadOnlyAdmin, can, page_context, queue_backend, queue_database
 
 
@@ -35,12 +35,13 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
             raise PermissionDenied
+        database = queue_database()
         context = {
             **page_context(self.admin_site, request),
             "title": "Queues",
             "opts": self.opts,
             "queues": queue_overview(
-                queue_database(), configured_queue_names(queue_backend())
+                database, known_queue_names(queue_backend(), database)
             ),
             "can_pause": can(request, "pause_queue"),
             **(extra_context or {}),

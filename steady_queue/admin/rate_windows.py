@@ -5,12 +5,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ..models import RateWindow
-from .base import ReadOnlyAdmin, queue_database
+from .base import ReadOnlyAdmin, moment_field, queue_database
 
 
 @admin.register(RateWindow)
 class RateWindowAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    list_display = ("key", "rate", "in_window", "waiting_jobs", "next_slot_at")
+    list_display = ("key", "rate", "in_window", "waiting_jobs", "next_slot")
     search_fields = ("key",)
     ordering = ("key",)
     readonly_fields = (
@@ -18,9 +18,11 @@ class RateWindowAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "rate",
         "in_window",
         "waiting_jobs",
-        "next_slot_at",
-        "updated_at",
+        "next_slot",
+        "updated",
     )
+    next_slot = moment_field("next_slot_at", "next slot at")
+    updated = moment_field("updated_at", "updated")
 
     def get_queryset(self, request):
         now = RateWindow.objects.using(queue_database()).database_now()

@@ -4,8 +4,9 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from ..models import RecurringTask
+from ..reporting.moments import moment_html
 from ..schedules.schedule import ScheduleError
-from .base import ReadOnlyAdmin, can
+from .base import ReadOnlyAdmin, can, moment_field
 
 
 @admin.action(permissions=["run_now"], description="Run selected recurring tasks now")
@@ -46,9 +47,11 @@ class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "description",
         "last_run_at",
         "next_run_at",
-        "created_at",
-        "updated_at",
+        "created",
+        "updated",
     )
+    created = moment_field("created_at", "created")
+    updated = moment_field("updated_at", "updated")
 
     def get_queryset(self, request):
         return super().get_queryset(request).with_last_run_at()
@@ -58,12 +61,15 @@ class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="last run")
     def last_run_at(self, task):
-        return task.last_run_at or "-"
+        return moment_html(task.last_run_at)
 
     @admin.display(description="next run")
     def next_run_at(self, task):
         now = timezone.now()
         try:
-            return task.parsed_schedule.next_after(max(now, task.last_run_at or now))
+            upcoming = task.parsed_schedule.next_after(
+                max(now, task.last_run_at or now)
+            )
         except ScheduleError as error:
             return f"never ({error})"
+        return moment_html(upcoming, now)

@@ -3,12 +3,15 @@
 from django.contrib import admin
 
 from ..models import Semaphore
-from .base import ReadOnlyAdmin
+from .base import ReadOnlyAdmin, moment_field
 
 
 @admin.register(Semaphore)
 class SemaphoreAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    list_display = ("key", "value", "expires_at", "updated_at")
+    list_display = ("key", "value", "expires", "updated")
     search_fields = ("key",)
     ordering = ("key",)
-    readonly_fields = ("key", "value", "expires_at", "created_at", "updated_at")
+    readonly_fields = ("key", "value", "expires", "created", "updated")
+    expires = moment_field("expires_at", "expires")
+    created = moment_field("created_at", "created")
+    updated = moment_field("updated_at", "updated")

@@ -37,6 +37,11 @@ class RecurringTaskQuerySet(QueueQuerySet):
             last_run_at=Subquery(latest.order_by("-run_at").values("run_at")[:1])
         )
 
+    def queue_names(self, backend_name):
+        """The queues a backend's recurring tasks name (not their tasks' default)."""
+        named = self.filter(backend_name=backend_name, queue_name__isnull=False)
+        return set(named.exclude(queue_name="").values_list("queue_name", flat=True))
+
     def for_scheduler(self, backend_name, dynamic):
         """The tasks a backend's scheduler runs: static ones, plus dynamic if on."""
         tasks = self.filter(backend_name=backend_name).order_by("key")
@@ -191,7 +196,7 @@ class RecurringTask(models.Model):
 
     def call_arguments(self):
         """The stored (args, kwargs) as values again, ready to enqueue."""
-        return decode_arguments(self.arguments, load_rows=False)
+        return decode_arguments(self.arguments, self.task_path, load_rows=False)
 
     def last_run_at(self):
         executions = RecurringExecution.objects.using(self._state.db or "default")

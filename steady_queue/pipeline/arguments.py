@@ -62,19 +62,19 @@ def serialize_arguments(task_path, args, kwargs):
     if encoder.tagged:
         stored[TAGGED] = True
     if encoder.names_models:
-        stored[SIGNATURE] = signature_of(stored)
+        stored[SIGNATURE] = signature_of(task_path, _model_tags(stored))
     return stored
 
 
-def decode_arguments(stored, load_rows=True, signed=True):
+def decode_arguments(stored, task_path=None, load_rows=True, signed=True):
     """Return ``(args, kwargs)`` from stored arguments, with tagged values rebuilt.
 
     With ``load_rows`` each model instance is fetched from its default manager
     (ArgumentRowMissingError if its row is gone); without, it is an instance
     holding only its primary key, whose other fields load when first read.
     With ``signed``, arguments that name models must carry the signature
-    enqueue() gave them, or ArgumentDecodeError is raised before any model is
-    looked up.
+    enqueue() gave them for ``task_path`` (the path they were serialized
+    for), or ArgumentDecodeError is raised before any model is looked up.
     """
     error = getattr(stored, "error", None)
     if error is not None:
@@ -87,13 +87,8 @@ def decode_arguments(stored, load_rows=True, signed=True):
     kwargs = stored.get("kwargs", {})
     if not stored.get(TAGGED):
         return args, kwargs
-    if signed and names_models([args, kwargs]) and not holds_valid_signature(stored):
-        raise ArgumentDecodeError(
-            "The job's stored arguments name a model but their signature is "
-            "missing or wrong: the row was changed after enqueue (or signed with "
-            "a SECRET_KEY no longer in SECRET_KEY_FALLBACKS), so no model was "
-            "loaded and nothing was called."
-        )
+    if signed:
+        _check_signature(stored, task_path)
     decode = Decoder(load_rows).decode
     return [decode(value) for value in args], {
         name: decode(value) for name, value in kwargs.items()
@@ -129,22 +124,59 @@ def call_arguments(result):
     )
 
 
-def names_models(value):
-    """Whether stored values hold a model tag, read as the decoder reads them."""
+def _check_signature(stored, task_path):
+    """Raise ArgumentDecodeError unless the stored model tags are signed for
+    ``task_path`` in the places they are."""
+    tags = _model_tags(stored)
+    if not tags or holds_valid_signature(stored.get(SIGNATURE), task_path, tags):
+        return
+    named = ", ".join(f"{label} pk {pk!r} as {place}" for place, label, pk in tags)
+    raise ArgumentDecodeError(
+        f"The job's model arguments ({named}) are not signed for the task "
+        f"{task_path!r} in these places: they were signed for another task or "
+        "another argument, or the row was changed after enqueue (or signed with "
+        "a SECRET_KEY no longer in SECRET_KEY_FALLBACKS), so no model was "
+        "loaded and nothing was called."
+    )
+
+
+def _model_tags(stored):
+    """The ``(place, label, pk)`` of each model tag in stored arguments, read
+    as the decoder reads them; a place is named as enqueue's errors name it."""
+    found = []
+    for index, value in enumerate(stored.get("args", [])):
+        _collect_model_tags(value, f"positional argument {index}", found)
+    for name, value in stored.get("kwargs", {}).items():
+        _collect_model_tags(value, f"argument {name!r}", found)
+    return found
+
+
+def model_tags_in(value, place):
+    """The ``(place, label, pk)`` of each model tag in one stored value, the
+    value itself named ``place``."""
+    found = []
+    _collect_model_tags(value, place, found)
+    return found
+
+
+def _collect_model_tags(value, place, found):
     if isinstance(value, list):
-        return any(names_models(item) for item in value)
-    if not isinstance(value, dict):
-        return False
-    name = value.get(TAG)
-    if name is None:
-        return any(names_models(item) for item in value.values())
-    if name == "model":
-        return True
-    if name == "dict":
-        return names_models(list(value["v"].values()))
-    if name == "tuple":
-        return names_models(value["v"])
-    return False
+        items = ((f"[{index}]", item) for index, item in enumerate(value))
+    elif not isinstance(value, dict):
+        return
+    elif (name := value.get(TAG)) is None:
+        items = ((f"[{key!r}]", item) for key, item in value.items())
+    elif name == "model":
+        found.append((place, value.get("model"), value.get("pk")))
+        return
+    elif name == "dict":
+        items = ((f"[{key!r}]", item) for key, item in value["v"].items())
+    elif name == "tuple":
+        items = ((f"[{index}]", item) for index, item in enumerate(value["v"]))
+    else:
+        return
+    for step, item in items:
+        _collect_model_tags(item, place + step, found)
 
 
 def _as_json(value):

@@ -81,7 +81,7 @@ def storable_return_value(value, task_path):
     database would refuse.
     """
     try:
-        stored = return_values.storable_form(value)
+        stored = return_values.storable_form(value, task_path)
         refuse_unstorable(stored)
     except ResultNotStorableError as error:
         raise _not_storable(task_path, *error.args) from None

@@ -48,7 +48,9 @@ def build_result(
     )
     if status == TaskResultStatus.SUCCESSFUL:
         # _return_value is not an init field of the frozen dataclass.
-        object.__setattr__(result, "_return_value", returned_value(job.return_value))
+        object.__setattr__(
+            result, "_return_value", returned_value(job.return_value, job.task_path)
+        )
     return result
 
 

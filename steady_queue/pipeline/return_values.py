@@ -14,43 +14,44 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ..exceptions import ArgumentDecodeError, ResultNotStorableError
-from .arguments import SUPPORTED, TAG, Decoder, Encoder, names_models
-from .signing import SIGNATURE, holds_valid_signature, return_value_signature
+from .arguments import SUPPORTED, TAG, Decoder, Encoder, model_tags_in
+from .signing import SIGNATURE, holds_valid_signature, signature_of
 
 # The envelope's tag: the value inside holds tagged objects.
 ENVELOPE = "tagged"
+# How a model tag's place in a return value is named (and signed): never a
+# place in the arguments, so their signature cannot vouch for a return value.
+PLACE = "the return value"
 
 
-def storable_form(value):
-    """The JSON a return value is stored as; raises ResultNotStorableError.
-
-    The error's args are ``(what was wrong, how to fix it)``.
+def storable_form(value, task_path):
+    """The JSON a return value of ``task_path`` is stored as; raises
+    ResultNotStorableError, whose args are ``(what was wrong, how to fix it)``.
     """
     encoder = _ReturnEncoder()
     encoded = encoder.encode(value, "it")
     if encoder.tagged:
-        return _enveloped(encoded, encoder.names_models)
+        return _enveloped(encoded, task_path if encoder.names_models else None)
     if not encoder.escaped:
         return encoded
     if isinstance(value, Mapping) and value.get(TAG) == ENVELOPE:
         # Stored plain, this dict would read back as an envelope.
-        return _enveloped(encoded, False)
+        return _enveloped(encoded, None)
     # A dict with a "__sq__" key of its own, in plain JSON: stored as it is.
     return _plain(value)
 
 
-def returned_value(stored):
-    """The value a task returned, rebuilt from its stored JSON."""
+def returned_value(stored, task_path):
+    """The value a task (at ``task_path``) returned, rebuilt from its JSON."""
     if not (isinstance(stored, dict) and stored.get(TAG) == ENVELOPE):
         return stored
     value = stored.get("v")
-    if names_models(value) and not holds_valid_signature(
-        stored, lambda envelope, secret: return_value_signature(envelope["v"], secret)
-    ):
+    tags = model_tags_in(value, PLACE)
+    if tags and not holds_valid_signature(stored.get(SIGNATURE), task_path, tags):
         raise ArgumentDecodeError(
-            "The job's stored return value names a model but its signature is "
-            "missing or wrong: the row was changed after the task returned, so "
-            "the value was not rebuilt."
+            f"The job's stored return value names a model but is not signed for "
+            f"the task {task_path!r}: the row was changed after the task "
+            "returned, so the value was not rebuilt."
         )
     return Decoder(load_rows=False).decode(value)
 
@@ -62,12 +63,14 @@ def json_return_value(stored):
     return stored
 
 
-def _enveloped(encoded, signed):
-    if signed:
-        # Signed as it will be read back: JSON turns int keys into strings.
-        encoded = json.loads(json.dumps(encoded))
-        return {TAG: ENVELOPE, "v": encoded, SIGNATURE: return_value_signature(encoded)}
-    return {TAG: ENVELOPE, "v": encoded}
+def _enveloped(encoded, signed_for):
+    """The envelope; its model tags signed for the task path ``signed_for``."""
+    if signed_for is None:
+        return {TAG: ENVELOPE, "v": encoded}
+    # Signed as it will be read back: JSON turns int keys into strings.
+    encoded = json.loads(json.dumps(encoded))
+    signature = signature_of(signed_for, model_tags_in(encoded, PLACE))
+    return {TAG: ENVELOPE, "v": encoded, SIGNATURE: signature}
 
 
 def _plain(value):

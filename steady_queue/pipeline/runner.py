@@ -45,7 +45,7 @@ class JobRunner:
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         self._close_old_connections()
         try:
-            call = self._start(claim, task, decode_arguments(claim.job.arguments))
+            call = self._start(claim, task, _arguments_of(claim.job))
             value = task.func(*call.args, **call.kwargs)
         except Snooze as snooze:
             return self._snoozed(claim, task, snooze)
@@ -59,7 +59,7 @@ class JobRunner:
         """Run an async task on the worker's event loop, cancelled after timeout."""
         limit = None
         try:
-            arguments = await _adecode(claim.job.arguments)
+            arguments = await _adecode(claim.job)
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
                 value = await task.func(*call.args, **call.kwargs)
@@ -187,11 +187,15 @@ class JobRunner:
         )
 
 
-async def _adecode(stored):
-    if not stored.get(TAGGED):
-        return decode_arguments(stored)
+def _arguments_of(job):
+    return decode_arguments(job.arguments, job.task_path)
+
+
+async def _adecode(job):
+    if not job.arguments.get(TAGGED):
+        return _arguments_of(job)
     # Model arguments are fetched with the ORM, which must not run on the loop.
-    return await sync_to_async(decode_arguments)(stored)
+    return await sync_to_async(_arguments_of)(job)
 
 
 def _timed_out(job, seconds, cancelled):

@@ -5,7 +5,6 @@ import time
 from datetime import timedelta
 
 from django.db import DatabaseError
-from django.utils import timezone
 
 from .. import signals
 from ..models import RecurringExecution, RecurringTask
@@ -13,6 +12,7 @@ from ..schedules.plan import TaskPlan
 from ..schedules.schedule import ScheduleError
 from ..schedules.specs import static_specs
 from ..schedules.validation import problems
+from .database_clock import DatabaseClock
 from .hooks import send_hook
 from .poller import Poller
 
@@ -22,14 +22,19 @@ logger = logging.getLogger("steady_queue")
 # but never younger than MIN_TICK_AGE; each task keeps its latest.
 CLEANUP_INTERVAL = 3600.0
 MIN_TICK_AGE = 3600.0
-# The longest sleep: a wall clock that jumped is noticed within this.
+# The longest sleep: a database clock that jumped is noticed within this.
 MAX_SLEEP = 60.0
 # Wake this long after a tick is due rather than a hair before it.
 WAKE_SLACK = 0.001
 
 
 class Scheduler(Poller):
-    """Enqueues due ticks; with dynamic tasks, rereads the task table each poll."""
+    """Enqueues due ticks; with dynamic tasks, rereads the task table each poll.
+
+    Ticks are timed by the database server's clock, read once per poll: hosts
+    whose clocks disagree still agree on which tick is due, and none enqueues
+    a tick before its time.
+    """
 
     kind = "scheduler"
 
@@ -44,6 +49,7 @@ class Scheduler(Poller):
         # Polls that ran to the end: each saw every tick due when it began.
         self.rounds = 0
         self.next_reload = self.next_cleanup = 0.0
+        self.clock = DatabaseClock(RecurringExecution.objects.using(self.database))
 
     def metadata(self):
         return {
@@ -52,6 +58,7 @@ class Scheduler(Poller):
         }
 
     def poll(self):
+        self.clock.sync()
         if not self.loaded:
             self.store_static_tasks()
         if time.monotonic() >= self.next_reload:
@@ -85,7 +92,7 @@ class Scheduler(Poller):
     def load_tasks(self, *, catch_up, now=None):
         """Read the task table; plan new and re-timed tasks, drop removed ones.
 
-        Ticks are planned from ``now`` (default: the current time) on.
+        Ticks are planned from ``now`` (default: the database's time) on.
         """
         rows = list(
             RecurringTask.objects.using(self.database).for_scheduler(
@@ -103,7 +110,7 @@ class Scheduler(Poller):
             if replanned
             else {}
         )
-        now = now or timezone.now()
+        now = now or self.clock.now()
         plans = {}
         for row in rows:
             if row.key in unchanged:
@@ -134,9 +141,9 @@ class Scheduler(Poller):
         return schedule
 
     def enqueue_due_ticks(self, now=None):
-        """Enqueue every tick due at ``now`` (default: the current time);
+        """Enqueue every tick due at ``now`` (default: the database's time);
         return the TaskResults of the jobs this scheduler enqueued."""
-        now = now or timezone.now()
+        now = now or self.clock.now()
         enqueued = []
         for plan in list(self.plans.values()):
             while not self.stopping and (run_at := plan.next_due(now)) is not None:
@@ -180,13 +187,13 @@ class Scheduler(Poller):
 
     def clear_old_ticks(self):
         age = max(self.options.clear_finished_jobs_after, MIN_TICK_AGE)
-        cutoff = timezone.now() - timedelta(seconds=age)
+        cutoff = self.clock.now() - timedelta(seconds=age)
         RecurringExecution.objects.using(self.database).clear_before(cutoff)
         self.next_cleanup = time.monotonic() + CLEANUP_INTERVAL
 
     def time_to_next_duty(self):
         """Seconds until a tick is due, the table is reread, or ticks are cleared."""
-        now, monotonic = timezone.now(), time.monotonic()
+        now, monotonic = self.clock.now(), time.monotonic()
         waits = [plan.seconds_until_due(now) for plan in self.plans.values()]
         waits += [self.next_reload - monotonic, self.next_cleanup - monotonic]
         return max(0.0, min(MAX_SLEEP, *waits)) + WAKE_SLACK

@@ -31,11 +31,20 @@ def stacked_columns(columns, title, width=720, height=180):
                 )
         # Counted back from the last column: the newest one (now) is labelled.
         if (len(columns) - 1 - i) % max(len(columns) // 6, 1) == 0:
-            shapes.append(
-                f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="{TEXT}">'
-                f"{escape(label)}</text>"
-            )
+            shapes.append(_column_label(label, x, step, left + plot_w, height))
     return _svg(shapes, title, width, height)
+
+
+def _column_label(label, x, step, right, height):
+    """A label centred under its column, but never past the plot's right edge:
+    the last column's ends there, so the newest label is not cut off."""
+    anchor, at = "middle", x + step / 2
+    if x + step >= right - 0.5:
+        anchor, at = "end", right
+    return (
+        f'<text x="{at:.1f}" y="{height - 6}" font-size="10" text-anchor="{anchor}"'
+        f' fill="{TEXT}">{escape(label)}</text>'
+    )
 
 
 def horizontal_bars(rows, title, unit="", width=360, row_height=22):

@@ -1,9 +1,10 @@
 """Each queue's size by state, latency and pause, read from the small tables."""
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from ..compat import DEFAULT_TASK_QUEUE_NAME
-from ..models import Pause, ReadyExecution
+from ..models import Pause, ReadyExecution, RecurringTask
 from ..models.job.states import execution_models
 
 
@@ -43,3 +44,24 @@ def configured_queue_names(backend):
     if not getattr(backend, "queues_listed", True):
         return [DEFAULT_TASK_QUEUE_NAME]
     return [name for name in getattr(backend, "queues", None) or () if "*" not in name]
+
+
+def known_queue_names(backend, database):
+    """Every queue a backend knows of before it has jobs, for the admin.
+
+    The names in QUEUES, those its workers are configured to run (wildcards
+    left out) and those its recurring tasks enqueue on: so a queue can be
+    found, and paused, before its first job. Queues with jobs or paused are
+    added by queue_overview.
+    """
+    names = set(configured_queue_names(backend))
+    try:
+        workers = backend.config.workers
+    except (AttributeError, ImproperlyConfigured):
+        # Not a steady_queue backend, or its OPTIONS are E002's to report.
+        workers = ()
+    names.update(
+        name for worker in workers for name in worker.queues if "*" not in name
+    )
+    names.update(RecurringTask.objects.using(database).queue_names(backend.alias))
+    return sorted(names)

@@ -342,7 +342,7 @@ def test_the_batches_page_in_a_browser(browser, live_server):  # noqa: F811
     broken = enqueue_batch(5, metadata={"import": "orders.csv"})
     counted(broken, finished=3, failed=2, ended=True)
 
-    browser.set_window_size(1600, 900)
+    browser.set_window_size(1400, 900)
     log_in(browser, live_server)
     browser.get(f"{live_server.url}{LIST}")
 
@@ -354,12 +354,19 @@ def test_the_batches_page_in_a_browser(browser, live_server):  # noqa: F811
         segment = bar.find_element(By.CLASS_NAME, f"sq-progress-{name}")
         assert segment.rect["width"] == pytest.approx(inside * count / 40, abs=1)
     browser.save_screenshot(str(SHOTS / "batches.png"))
-    # Every column fits at 1600 px beside the admin's sidebar and the filters
-    # (at 1400 px the table scrolls sideways, or collapse the sidebar).
-    assert browser.execute_script(
+    # Every column fits at 1400 px beside the admin's sidebar and the
+    # filters: nothing to scroll sideways to, nothing under the filters.
+    widths = browser.execute_script(
         "const results = document.querySelector('.results');"
-        "return results.scrollWidth <= results.clientWidth"
+        "const table = document.querySelector('#result_list');"
+        "const filters = document.querySelector('#changelist-filter');"
+        "return [results.scrollWidth, results.clientWidth,"
+        " table.getBoundingClientRect().right,"
+        " filters.getBoundingClientRect().left]"
     )
+    scrolled, shown, table_right, filters_left = widths
+    assert scrolled <= shown, widths
+    assert table_right <= filters_left, widths
 
     browser.get(f"{live_server.url}{page(running)}")
     assert browser.find_element(By.ID, "sq-batch-jobs").text == "40 jobs"

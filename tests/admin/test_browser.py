@@ -7,14 +7,16 @@ also copied to docs/_static/ for the operations page.
 import random
 import shutil
 import tempfile
-from datetime import timedelta
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from steady_queue.models import Job, Pause, Process
+from steady_queue.models import Job, Pause, Process, RecurringExecution, RecurringTask
+from steady_queue.pipeline.arguments import serialize_arguments
 from tests.factories import make_job
 from tests.helpers import scaled, wait_for
 
@@ -101,14 +103,24 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
 
     User.objects.create_superuser("operator", "op@example.com", "a-password")
     recent_history()
-    failed = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
+    failed = failed_three_times()
 
+    browser.set_window_size(1400, 900)
     log_in(browser, live_server)
 
     browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
     assert "Steady Queue dashboard" in browser.title
     assert browser.find_element(By.ID, "sq-count-failed").text == "1"
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure svg")) == 3
+    # The newest minute's label ends inside the throughput chart's box.
+    label, chart = browser.execute_script(
+        "const svg = document.querySelector('figure svg');"
+        "const labels = svg.querySelectorAll('text');"
+        "const last = labels[labels.length - 1].getBoundingClientRect();"
+        "const box = svg.getBoundingClientRect();"
+        "return [[last.left, last.right], [box.left, box.right]]"
+    )
+    assert chart[0] <= label[0] and label[1] <= chart[1], (label, chart)
     browser.save_screenshot(str(SHOTS / "dashboard.png"))
 
     row = browser.find_element(By.ID, "sq-queue-mail")
@@ -121,7 +133,16 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
 
     browser.get(f"{live_server.url}/admin/steady_queue/job/{failed.pk}/change/")
     assert "raise ValueError(message)" in browser.page_source
+    # The error is the first thing on the page: its traceback starts within
+    # the first screen at 1400 x 900, and so do the buttons that fix it.
+    traceback = browser.find_element(By.ID, "sq-traceback")
+    assert traceback.rect["y"] < 600, traceback.rect
+    assert browser.find_element(By.ID, "sq-retry").rect["y"] < 600
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#sq-attempts tbody tr")) == 3
     browser.save_screenshot(str(SHOTS / "failed-job.png"))
+    browser.execute_script("document.querySelector('#sq-attempts').scrollIntoView()")
+    browser.save_screenshot(str(SHOTS / "failed-job-attempts.png"))
+    browser.execute_script("window.scrollTo(0, 0)")
     browser.find_element(By.ID, "sq-retry").click()
     wait_for(
         lambda: f"Job {failed.pk} retried: 1 ready." in browser.page_source,
@@ -133,6 +154,73 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
     docs_static = ROOT / "docs" / "_static"
     docs_static.mkdir(exist_ok=True)
     shutil.copyfile(SHOTS / "dashboard.png", docs_static / "dashboard.png")
+    shutil.copyfile(SHOTS / "failed-job.png", docs_static / "failed-job.png")
+
+
+def failed_three_times():
+    """A job retried twice that failed a third time, its arguments typed."""
+    job = make_job("failed", queue="mail", task_path="shop.tasks.charge_card")
+    arguments = serialize_arguments(
+        job.task_path,
+        (Decimal("19.90"),),
+        {"order": User.objects.get(username="operator"), "on": date(2026, 11, 26)},
+    )
+    end = timezone.now().replace(microsecond=0) - timedelta(seconds=20)
+    Job.objects.filter(pk=job.pk).update(
+        arguments=arguments,
+        started_at=end - timedelta(minutes=3, seconds=12),
+        last_attempted_at=end - timedelta(seconds=4),
+        finished_at=end,
+        worker_ids=["worker-1", "worker-2", "worker-1"],
+        errors=[
+            error("builtins.TimeoutError", "TimeoutError: the bank took 30 s"),
+            error("builtins.ConnectionError", "ConnectionError: reset by peer"),
+            *job.errors,
+        ],
+    )
+    return job
+
+
+def error(path, last_line):
+    return {
+        "exception_class_path": path,
+        "traceback": "Traceback (most recent call last):\n"
+        '  File "shop/tasks.py", line 12, in charge_card\n'
+        "    bank.charge(order, amount)\n"
+        f"{last_line}\n",
+    }
+
+
+def test_the_processes_and_recurring_tasks_pages(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    make_job("running", task_path="shop.tasks.build_report")
+    task = RecurringTask.objects.create(
+        key="refresh-rates",
+        schedule="every 5 seconds",
+        task_path="shop.tasks.refresh_rates",
+        queue_name="rates",
+        static=False,
+    )
+    RecurringExecution.objects.create(
+        task_key=task.key, run_at=timezone.now() - timedelta(seconds=2)
+    )
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    browser.get(f"{live_server.url}/admin/steady_queue/process/")
+    assert browser.find_element(By.CSS_SELECTOR, ".sq-nav")
+    heartbeat = browser.find_element(By.CSS_SELECTOR, ".field-last_heartbeat time")
+    assert heartbeat.text.endswith(" s ago")
+    assert heartbeat.get_attribute("title").endswith(" UTC")
+    browser.save_screenshot(str(SHOTS / "processes.png"))
+
+    browser.get(f"{live_server.url}/admin/steady_queue/recurringtask/")
+    last = browser.find_element(By.CSS_SELECTOR, ".field-last_run_at time").text
+    upcoming = browser.find_element(By.CSS_SELECTOR, ".field-next_run_at time").text
+    assert last.endswith(" s ago") and upcoming.startswith("in "), (last, upcoming)
+    browser.save_screenshot(str(SHOTS / "recurring-tasks.png"))
 
 
 def test_an_operator_discards_a_ready_job_and_reads_the_list(browser, live_server):
@@ -209,9 +297,7 @@ def test_an_operator_cancels_a_running_job(
         By.CSS_SELECTOR, ".field-elapsed .readonly"
     ).text.endswith(" s")
     browser.save_screenshot(str(SHOTS / "job-running.png"))
-    browser.execute_script(
-        "document.querySelector('.field-enqueued_at').scrollIntoView()"
-    )
+    browser.execute_script("document.querySelector('.field-enqueued').scrollIntoView()")
     browser.save_screenshot(str(SHOTS / "job-running-timeline.png"))
     browser.execute_script("window.scrollTo(0, 0)")
 

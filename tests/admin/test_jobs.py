@@ -68,9 +68,9 @@ def test_the_job_page_shows_arguments_timeline_worker_and_traceback(operator):
     response = operator.get(reverse("admin:steady_queue_job_change", args=[job.pk]))
     content = response.content.decode()
     assert response.status_code == 200
-    assert "&quot;note&quot;: &quot;x&quot;" in content  # the arguments, as JSON
+    assert "add(1, 2, note=&#x27;x&#x27;)" in content  # the arguments, as Python
     assert "worker-1" in content
-    assert "Attempt 1: builtins.ValueError" in content
+    assert "<code>builtins.ValueError</code>" in content
     assert "raise ValueError(message)" in content
     assert 'id="sq-retry"' in content and 'id="sq-discard"' in content
 

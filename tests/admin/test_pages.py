@@ -1,5 +1,6 @@
 """Processes, recurring tasks, semaphores and the dashboard."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -7,7 +8,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from steady_queue.models import Job, RecurringTask, Semaphore
+from steady_queue.models import Job, RecurringExecution, RecurringTask, Semaphore
 from tests.admin.conftest import VIEW, staff_with
 from tests.factories import make_job
 
@@ -177,3 +178,71 @@ def test_rate_windows_show_their_window_and_waiting_jobs(operator, tmp_path):
     assert "10 per 1 s" in content
     assert "10 of 10 (10 ready, not yet claimed)" in content
     assert '?state=blocked">2</a>' in content
+
+
+NAV_PAGES = {
+    "Processes": "admin:steady_queue_process_changelist",
+    "Recurring tasks": "admin:steady_queue_recurringtask_changelist",
+    "Semaphores": "admin:steady_queue_semaphore_changelist",
+    "Rate windows": "admin:steady_queue_ratewindow_changelist",
+}
+
+
+@pytest.mark.parametrize("name", NAV_PAGES)
+def test_every_list_has_the_nav_bar_with_rate_windows(operator, name):
+    content = operator.get(reverse(NAV_PAGES[name])).content.decode()
+    assert '<ul class="sq-nav">' in content, name
+    rate_windows = reverse("admin:steady_queue_ratewindow_changelist")
+    assert f'<a href="{rate_windows}">Rate windows</a>' in content
+
+
+def test_the_breadcrumbs_are_spaced_as_djangos_own(operator):
+    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    crumbs = content.decode().split('class="breadcrumbs"')[1].split("</ol>")[0]
+    # Inline list items: with no whitespace between them, "Home >Steady Queue".
+    assert "</li><li" not in crumbs
+    assert "</li>\n<li" in crumbs or "</a> &rsaquo; <a" in crumbs
+
+
+def test_times_are_shown_to_the_second_with_the_exact_time_on_hover(operator):
+    now = timezone.now()
+    Semaphore.objects.create(
+        key="account/7", value=0, expires_at=now + timedelta(seconds=95)
+    )
+    job = make_job("running")
+    pages = {
+        "semaphores": reverse("admin:steady_queue_semaphore_changelist"),
+        "processes": reverse("admin:steady_queue_process_changelist"),
+        "jobs": reverse("admin:steady_queue_job_changelist"),
+        "job": reverse("admin:steady_queue_job_change", args=[job.pk]),
+        "dashboard": reverse("admin:steady_queue_job_dashboard"),
+    }
+    for name, url in pages.items():
+        content = operator.get(url).content.decode()
+        assert re.search(
+            r'<time datetime="[-0-9T:+]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
+            r"((\d+ min )?\d+ s ago|in (\d+ min )?\d+ s)</time>",
+            content,
+        ), name
+    semaphores = operator.get(pages["semaphores"]).content.decode()
+    assert re.search(r">in 1 min \d+ s</time>", semaphores)
+
+
+def test_a_frequent_recurring_tasks_last_and_next_run_differ(operator):
+    task = RecurringTask.objects.create(
+        key="every-5s",
+        schedule="*/5 * * * * *",
+        task_path="tests.tasks.add",
+        arguments={"args": [1, 2], "kwargs": {}},
+        static=False,
+    )
+    RecurringExecution.objects.create(
+        task_key=task.key, run_at=timezone.now() - timedelta(seconds=2)
+    )
+    content = operator.get(
+        reverse("admin:steady_queue_recurringtask_changelist")
+    ).content.decode()
+    last = re.search(r'class="field-last_run_at"><time [^>]*>([^<]+)<', content)
+    upcoming = re.search(r'class="field-next_run_at"><time [^>]*>([^<]+)<', content)
+    assert re.fullmatch(r"\d+ s ago", last.group(1))
+    assert re.fullmatch(r"in \d s", upcoming.group(1))

@@ -1,13 +1,45 @@
-"""Integration fixtures: every test leaves no process rows, claims or processes."""
+"""Integration fixtures: every test leaves no process rows, claims or processes;
+host_clock puts a forked process on a host whose clock is off."""
 
+import json
+import os
 import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from steady_queue.models import ClaimedExecution, Process
 
+from ..binaries import require
+from ..conftest import ROOT
 from .support import live_group_members
+
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Python 3.12's time.sleep fails under libfaketime with the monotonic clock
+# left real (docs: /work/shared/reference/tool-traps.md); select() sleeps.
+SITECUSTOMIZE = """\
+import os
+
+if os.environ.get("FAKETIME"):
+    import select
+    import time
+
+    def _sleep(seconds):
+        select.select([], [], [], seconds)
+
+    time.sleep = _sleep
+"""
+# A faked process: prints how far its clock is off and whether it can sleep.
+CLOCK_PROBE = """\
+import json, time
+wall, mono = time.time(), time.monotonic()
+time.sleep(0.2)
+print(json.dumps({"wall": wall, "slept": time.monotonic() - mono}))
+"""
 
 
 @pytest.fixture
@@ -57,3 +89,39 @@ def start_supervisor(start_supervisor, started_supervisors):
         members = live_group_members(process.pid)
         if members:
             started_supervisors["leftovers"][process.pid] = members
+
+
+@pytest.fixture
+def host_clock(tmp_path):
+    """The environment that puts a process on a host whose clock is off by
+    ``seconds``, checked once: its clock reads shifted and it sleeps."""
+    if connection.vendor == "sqlite":
+        pytest.skip("hosts share a database server; SQLite is one host's file")
+    require("faketime", "faketime")
+    if not LIBFAKETIME.exists():
+        pytest.fail(f"the faketime package installed no {LIBFAKETIME}")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+
+    def environment(seconds):
+        found = {
+            "LD_PRELOAD": str(LIBFAKETIME),
+            "FAKETIME": f"{seconds:+d}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": f"{site}{os.pathsep}{ROOT}",
+        }
+        probe = subprocess.run(
+            [sys.executable, "-c", CLOCK_PROBE],
+            env={**os.environ, **found},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert probe.returncode == 0, probe.stderr
+        told = json.loads(probe.stdout)
+        assert abs(told["wall"] - time.time() - seconds) < 5, (seconds, told)
+        assert told["slept"] >= 0.19, told
+        return found
+
+    return environment

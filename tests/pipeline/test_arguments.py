@@ -198,6 +198,14 @@ def finished(result, timeout=15):
     return result
 
 
+def refused_arguments(result):
+    """The traceback of a job that finished failed with ArgumentDecodeError."""
+    assert finished(result).status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class_path == "steady_queue.exceptions.ArgumentDecodeError"
+    return error.traceback
+
+
 @pytest.mark.django_db(transaction=True)
 def test_every_extra_type_reaches_the_task_equal_and_of_the_same_type(run_supervisor):
     user = User.objects.create(username="grace")
@@ -293,7 +301,7 @@ def test_a_signed_row_reads_back_after_its_json_keys_are_reordered():
     user = User.objects.create(username="ada")
     stored = serialize_arguments("t", [{"b": 1, "a": user}], {"k": (user,)})
     reordered = json.loads(json.dumps(stored, sort_keys=True))
-    args, kwargs = decode_arguments(reordered)
+    args, kwargs = decode_arguments(reordered, "t")
     assert args[0]["a"] == user and kwargs["k"][0] == user
 
 
@@ -303,10 +311,10 @@ def test_a_row_signed_with_a_fallback_key_reads_back(settings):
     stored = serialize_arguments("t", [user], {})
     settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
     settings.SECRET_KEY = "a-new-key-" + "x" * 50
-    assert decode_arguments(stored)[0] == [user]
+    assert decode_arguments(stored, "t")[0] == [user]
     settings.SECRET_KEY_FALLBACKS = []
     with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
-        decode_arguments(stored)
+        decode_arguments(stored, "t")
 
 
 @pytest.mark.parametrize(
@@ -329,14 +337,14 @@ def test_a_rewritten_model_tag_is_refused_before_any_model_is_loaded(
     tamper(stored)
     with django_assert_num_queries(0):
         with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
-            decode_arguments(stored)
+            decode_arguments(stored, "t")
 
 
 def test_a_model_tag_planted_in_an_unsigned_row_is_refused():
     stored = serialize_arguments("t", [(1, 2)], {})
     stored["args"][0]["v"][0] = {"__sq__": "model", "model": "auth.User", "pk": 1}
     with pytest.raises(ArgumentDecodeError, match="changed after enqueue"):
-        decode_arguments(stored)
+        decode_arguments(stored, "t")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -352,9 +360,91 @@ def test_a_job_whose_model_tag_was_rewritten_fails_and_calls_nothing(
     Job.objects.filter(pk=job.pk).update(arguments=job.arguments)
     run_supervisor()
 
-    finished(result)
-    assert result.status == TaskResultStatus.FAILED
-    [error] = result.errors
-    assert error.exception_class_path == "steady_queue.exceptions.ArgumentDecodeError"
-    assert "the row was changed after enqueue" in error.traceback
+    assert "the row was changed after enqueue" in refused_arguments(result)
     assert not calls.exists()
+
+
+# Signatures bound to their task and places; floats the JSON column rewrites
+
+
+@pytest.mark.django_db
+def test_model_arguments_signed_for_one_task_are_refused_for_another(
+    django_assert_num_queries,
+):
+    stored = serialize_arguments(
+        "tests.tasks.record_user", ["calls.txt", User(pk=7, username="ada")], {}
+    )
+    with django_assert_num_queries(0):
+        with pytest.raises(ArgumentDecodeError) as raised:
+            decode_arguments(stored, "tests.tasks.makes_superuser")
+    message = str(raised.value)
+    assert "(auth.User pk 7 as positional argument 1)" in message
+    assert "not signed for the task 'tests.tasks.makes_superuser'" in message
+    assert "signed for another task or another argument" in message
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        pytest.param(lambda s: s["args"].reverse(), id="another position"),
+        pytest.param(
+            lambda s: s["kwargs"].update(admin=s["args"].pop()), id="a keyword"
+        ),
+        pytest.param(
+            lambda s: s["kwargs"].update(user=s["kwargs"].pop("admin")),
+            id="another keyword",
+        ),
+        pytest.param(lambda s: s["args"].append([s["args"].pop()]), id="nested"),
+    ],
+)
+def test_a_signed_model_argument_moved_to_another_place_is_refused(move):
+    user = User(pk=7, username="ada")
+    stored = serialize_arguments("t", ["calls.txt", user], {"admin": user})
+    move(stored)
+    with pytest.raises(ArgumentDecodeError, match="another argument"):
+        decode_arguments(stored, "t")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_given_another_tasks_signed_arguments_fails_and_calls_nothing(
+    run_supervisor, tmp_path
+):
+    calls = tmp_path / "calls.txt"
+    user = User.objects.create(username="ada")
+    signed = tasks.record_user.enqueue(str(calls), user)
+    copied = tasks.makes_superuser.enqueue(str(calls), None)
+    arguments = Job.objects.get(pk=signed.id).arguments
+    Job.objects.filter(pk=copied.id).update(arguments=arguments)
+    run_supervisor()
+
+    assert finished(signed).status == TaskResultStatus.SUCCESSFUL
+    assert (
+        f"model arguments (auth.User pk {user.pk} as positional argument 1) are "
+        "not signed for the task 'tests.tasks.makes_superuser'"
+    ) in refused_arguments(copied)
+    # Only record_user ran.
+    assert [line.split()[0] for line in calls.read_text().splitlines()] == ["ada"]
+    user.refresh_from_db()
+    assert user.is_superuser is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_floats_the_json_column_rewrites_beside_a_model_argument_still_run(
+    run_supervisor, tmp_path
+):
+    # PostgreSQL's jsonb reads 1e16 back as 10000000000000000, -0.0 as 0.0
+    # and 1.5e300 as its 301 digits: a signature over that text would break.
+    calls = tmp_path / "calls.txt"
+    user = User.objects.create(username="ada")
+    numbers = [1e16, -0.0, 1.5e300, 0.1]
+    result = tasks.record_user_and_numbers.enqueue(
+        str(calls), user, numbers, more=-2.5e-300
+    )
+    run_supervisor()
+
+    assert finished(result).status == TaskResultStatus.SUCCESSFUL, result.errors
+    [line] = calls.read_text().splitlines()
+    received = json.loads(line)
+    assert received["user"] == "ada"
+    # As far as JSON carries them: 1e16 may come back an int, -0.0 as 0.0.
+    assert [float(n) for n in received["numbers"]] == [*numbers, -2.5e-300]

@@ -28,7 +28,7 @@ PLAIN = [
 def stored_and_read(value):
     """The value as stored (through JSON, as a row keeps it) and read back."""
     stored = json.loads(json.dumps(storable_return_value(value, "shop.tasks.t")))
-    return stored, returned_value(stored)
+    return stored, returned_value(stored, "shop.tasks.t")
 
 
 @pytest.mark.parametrize("value", PLAIN, ids=repr)
@@ -36,7 +36,7 @@ def test_plain_json_is_stored_as_normalize_json_makes_it(value):
     stored = storable_return_value(value, "shop.tasks.t")
 
     assert stored == normalize_json(value)
-    assert returned_value(stored) is stored
+    assert returned_value(stored, "shop.tasks.t") is stored
 
 
 def test_a_dict_shaped_like_the_envelope_reads_back_as_itself():
@@ -68,9 +68,11 @@ def test_a_model_is_signed_and_a_changed_row_is_not_rebuilt():
     stored, read = stored_and_read([user])
     assert read == [user]
 
+    with pytest.raises(ArgumentDecodeError, match="not signed for the task"):
+        returned_value(stored, "shop.tasks.another")
     stored["v"][0]["pk"] = user.pk + 1
-    with pytest.raises(ArgumentDecodeError, match="signature is missing or wrong"):
-        returned_value(stored)
+    with pytest.raises(ArgumentDecodeError, match="not signed for the task"):
+        returned_value(stored, "shop.tasks.t")
 
 
 def _deep():

@@ -1,13 +1,14 @@
 """Scheduler, in-process: poll() enqueues each due tick once, on a test's clock.
 
-The scheduler reads the time through its module's ``timezone``; the tests
-replace that with a Clock they move by hand, so a tick comes due exactly
-when a test says, and two schedulers can be interleaved poll by poll.
+The scheduler reads the time through its DatabaseClock; most tests replace
+that with a Clock they move by hand, so a tick comes due exactly when a test
+says, and two schedulers can be interleaved poll by poll.
 """
 
 import copy
 import logging
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from django.utils import timezone
@@ -18,6 +19,8 @@ from steady_queue.models import Job, RecurringExecution, RecurringTask
 from steady_queue.processes import scheduler as scheduler_module
 from steady_queue.processes.scheduler import MAX_SLEEP, WAKE_SLACK, Scheduler
 from steady_queue.schedules import specs
+
+from ..helpers import scaled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,6 +33,9 @@ class Clock:
     def __init__(self, moment):
         self.moment = moment
 
+    def sync(self):
+        pass
+
     def now(self):
         return self.moment
 
@@ -41,7 +47,7 @@ class Clock:
 def clock(monkeypatch):
     # On a whole second, so "every second" ticks fall on clock.advance(seconds=n).
     clock = Clock(timezone.now().replace(microsecond=0))
-    monkeypatch.setattr(scheduler_module, "timezone", clock)
+    monkeypatch.setattr(scheduler_module, "DatabaseClock", lambda queryset: clock)
     return clock
 
 
@@ -269,3 +275,30 @@ def test_without_dynamic_tasks_the_table_is_read_once(clock, make_scheduler):
 
     assert scheduler.next_reload == float("inf")
     assert list(RecurringTask.objects.values_list("key", "static")) == [("tick", True)]
+
+
+@pytest.mark.parametrize("skew", [30, -30], ids=["host ahead", "host behind"])
+def test_ticks_follow_the_database_clock_whatever_the_hosts_clock(
+    skew, monkeypatch, make_scheduler
+):
+    # Python's clock is off by ``skew``, as a host's would be; the database's
+    # is not (SQLite reads the clock itself, not through Python).
+    host_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: host_now() + timedelta(seconds=skew))
+    scheduler = make_scheduler({"tick": EVERY_SECOND})
+    ticks = RecurringExecution.objects
+
+    wait_for(
+        lambda: scheduler.poll() is not None and ticks.count() >= 2,
+        timeout=10,
+        interval=0.05,
+        message="two ticks enqueued",
+    )
+
+    database_now = ticks.database_now()
+    # Each tick was enqueued once it was due by the database's clock, and in
+    # step with it: not half a minute early, nor half a minute late.
+    for run_at in run_times():
+        assert run_at <= database_now
+        assert database_now - run_at < timedelta(seconds=scaled(5))
+    assert {b - a for a, b in pairwise(run_times())} == {timedelta(seconds=1)}

@@ -1,0 +1,160 @@
+"""A job's page: the error first, each attempt to the second, the call as Python."""
+
+import html
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+from django.utils import timezone
+
+from steady_queue.models import Job
+from steady_queue.pipeline.arguments import serialize_arguments
+from tests.factories import TRACEBACK, make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def page(client, job):
+    return client.get(reverse("admin:steady_queue_job_change", args=[job.pk]))
+
+
+def retried_three_times():
+    """A job that failed three times, each with its own error."""
+    job = make_job("failed", task_path="shop.tasks.charge_card")
+    finished = timezone.now().replace(microsecond=0)
+    job.started_at = finished - timedelta(minutes=10, seconds=7)
+    job.last_attempted_at = finished - timedelta(seconds=42)
+    job.finished_at = finished
+    job.worker_ids = ["worker-a", "worker-b", "worker-c"]
+    job.errors = [
+        {
+            "exception_class_path": "builtins.TimeoutError",
+            "traceback": "Traceback (most recent call last):\nTimeoutError: slow\n",
+        },
+        {
+            "exception_class_path": "builtins.ConnectionError",
+            "traceback": "Traceback (most recent call last):\nConnectionError: reset\n",
+        },
+        {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK},
+    ]
+    job.save()
+    return job
+
+
+def test_a_failed_jobs_page_shows_the_error_before_everything_else(operator):
+    job = make_job("failed")
+    content = page(operator, job).content.decode()
+
+    error = content.index('id="sq-failure"')
+    assert content.index("ValueError") > error
+    assert error < content.index('id="sq-traceback"') < content.index("field-id")
+    # The error and its traceback come before the arguments and the timeline.
+    traceback = content.index("raise ValueError(message)")
+    assert traceback < content.index("field-python_arguments")
+    assert traceback < content.index("field-enqueued")
+    assert "it broke" in content[error : content.index('id="sq-traceback"')]
+    # The operations sit inside the error's box, above the traceback.
+    assert error < content.index('id="sq-retry"') < content.index('id="sq-traceback"')
+    assert 'id="sq-discard"' in content
+
+
+def test_each_attempt_shows_its_error_and_what_its_row_kept_of_its_times(operator):
+    job = retried_three_times()
+    content = page(operator, job).content.decode()
+
+    top = content[: content.index('id="sq-traceback"')]
+    assert "Failed: ValueError" in top and "it broke" in top
+    attempts = content[content.index('id="sq-attempts"') :]
+    attempts = attempts[: attempts.index("</table>")]
+    rows = attempts.split('id="sq-attempt-')[1:]
+    assert len(rows) == 3
+    assert "worker-a" in rows[0] and "TimeoutError: slow" in rows[0]
+    assert "worker-b" in rows[1] and "ConnectionError: reset" in rows[1]
+    assert "worker-c" in rows[2] and "ValueError: it broke" in rows[2]
+    # The first attempt's start and the last one's start and end are stored,
+    # each shown to the second with the exact time on hover.
+    started = timezone.localtime(job.started_at)
+    assert f'datetime="{job.started_at.isoformat(timespec="seconds")}"' in rows[0]
+    assert f'title="{started:%Y-%m-%d %H:%M:%S} UTC"' in rows[0]
+    assert f'datetime="{job.last_attempted_at.isoformat()}"' in rows[2]
+    assert f'datetime="{job.finished_at.isoformat()}"' in rows[2]
+    assert ">42 s<" in rows[2]
+    # The middle attempt's times are not in the row: the page says so.
+    assert rows[1].count("not stored") == 2
+
+
+def test_the_arguments_read_as_the_python_call(operator):
+    customer = User.objects.create(username="ada")
+    gone = User.objects.create(username="gone")
+    job = make_job("failed", task_path="shop.tasks.charge_card")
+    job.arguments = serialize_arguments(
+        job.task_path,
+        (customer, Decimal("1.5")),
+        {"on": date(2026, 11, 26), "refund_of": gone, "tags": ("a",)},
+    )
+    job.save()
+    gone_pk = gone.pk
+    gone.delete()
+
+    content = page(operator, job).content.decode()
+
+    shown = content[content.index('class="sq-call">') + 16 :]
+    shown = html.unescape(shown[: shown.index("</pre>")])
+    # Too long for a line: one argument a line. (PostgreSQL's jsonb keeps
+    # keyword arguments in its own key order, shorter names first.)
+    lines = shown.splitlines()
+    assert lines[:3] == [
+        "charge_card(",
+        f"    <User {customer.pk}>,",
+        "    Decimal('1.5'),",
+    ]
+    assert sorted(lines[3:-1]) == [
+        "    on=datetime.date(2026, 11, 26),",
+        f"    refund_of=<User {gone_pk} (missing)>,",
+        "    tags=('a',),",
+    ]
+    assert lines[-1] == ")"
+    assert "__sq__" not in content
+    assert content.index("raise ValueError") < content.index('class="sq-call"')
+
+
+def test_a_short_call_reads_on_one_line(operator):
+    content = page(operator, make_job("ready")).content.decode()
+    assert 'class="sq-call">add(1, 2, note=&#x27;x&#x27;)</pre>' in content
+
+
+def test_arguments_that_cannot_be_decoded_are_shown_as_stored(operator):
+    job = make_job("ready")
+    Job.objects.filter(pk=job.pk).update(
+        arguments={"args": [{"__sq__": "future-type", "v": 1}], "tagged": True}
+    )
+    content = page(operator, job).content.decode()
+
+    assert "has the unknown tag" in content
+    assert "future-type" in content
+
+
+def test_a_running_job_lists_its_attempt_as_running(operator):
+    job = make_job("running")
+    content = page(operator, job).content.decode()
+
+    row = content[content.index('id="sq-attempt-1"') :]
+    row = row[: row.index("</tr>")]
+    assert f"worker-{job.pk}" in row and "running now" in row
+    assert 'id="sq-failure"' not in content
+
+
+def test_a_retried_job_running_again_names_the_attempt_that_failed(operator):
+    job = make_job("running")
+    job.errors = [
+        {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK}
+    ]
+    job.worker_ids = ["worker-old"]
+    job.save()
+    content = page(operator, job).content.decode()
+
+    top = content[content.index('id="sq-failure"') : content.index('id="sq-traceback"')]
+    assert "Attempt 1 failed: ValueError" in top and "on worker-old" in top
+    assert 'id="sq-attempt-2"' in content and "running now" in content
