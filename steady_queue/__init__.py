@@ -2,6 +2,11 @@
 
 __version__ = "0.1.0"
 
+# The subpackage steady_queue.recurring (the runtime API) is imported before
+# the decorator of the same name is bound: a submodule's first import sets it
+# as an attribute of this package, which would otherwise replace the decorator
+# whenever the subpackage happened to load after this module.
+from . import recurring as _recurring_api  # noqa: F401
 from .batches import add_to_batch, batch, get_batch
 from .decorators.concurrency import limits_concurrency
 from .decorators.on_commit import enqueue_on_commit
@@ -11,6 +16,7 @@ from .decorators.timeouts import timeout
 from .decorators.unique import unique
 from .exceptions import Snooze
 from .pipeline.arguments import call_arguments
+from .schedules.specs import recurring
 
 __all__ = [
     "Snooze",
@@ -25,6 +31,7 @@ __all__ = [
     "get_batch",
     "limits_concurrency",
     "limits_rate",
+    "recurring",
     "retry",
     "timeout",
     "unique",

@@ -23,7 +23,12 @@ from .decorators.unique import unique_of
 from .exceptions import BatchError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
-from .pipeline.loader import load_task, missing_task, task_module_refusal
+from .pipeline.loader import (
+    defined_in_a_shell_refusal,
+    load_task,
+    missing_task,
+    task_module_refusal,
+)
 from .pipeline.open_batch import open_batch
 from .pipeline.results import build_result
 from .states import TASK_RESULT_STATUS
@@ -43,6 +48,12 @@ class SteadyQueueBackend(BaseTaskBackend):
 
     def __init__(self, alias, params):
         super().__init__(alias, params)
+        # Django reads an unset QUEUES as ["default"], which refuses the first
+        # @task(queue_name="mail") a project writes. Unset allows any queue
+        # here; a list the project gives (even []) keeps Django's meaning.
+        self.queues_listed = "QUEUES" in params
+        if not self.queues_listed:
+            self.queues = set()
         # Parsed lazily: backends are built at import time, before apps are ready.
         self._config = None
 
@@ -57,6 +68,12 @@ class SteadyQueueBackend(BaseTaskBackend):
     @property
     def database(self):
         return self.config.database
+
+    def validate_task(self, task):
+        """Refuse a queue QUEUES does not list, saying how; then Django's checks."""
+        if self.queues and task.queue_name not in self.queues:
+            raise InvalidTask(_unlisted_queue(self.alias, self.queues, task))
+        super().validate_task(task)
 
     def enqueue(self, task, args, kwargs):
         """Validate a call, write its job row, and return its READY result."""
@@ -123,6 +140,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         self.config  # noqa: B018 - a misconfigured backend must not write rows
         refusal = task_module_refusal(task.func.__module__, task.module_path)
         if refusal is not None:
+            refusal = defined_in_a_shell_refusal(task) or refusal
             # Workers load tasks by the same rule (pipeline.loader): refuse now
             # what no worker would ever run.
             raise InvalidTask(f"{refusal}. Nothing was enqueued.")
@@ -159,6 +177,18 @@ class SteadyQueueBackend(BaseTaskBackend):
             return Task(func=missing_task, **settings_of_the_job)
         # Task.get_result() compares functions, so reuse the imported one.
         return task.using(**settings_of_the_job)
+
+
+def _unlisted_queue(alias, queues, task):
+    """The refusal of a task whose queue its backend's QUEUES does not list."""
+    setting = f"TASKS[{alias!r}]['QUEUES']"
+    listed = ", ".join(repr(name) for name in sorted(queues))
+    return (
+        f"Task {task.module_path!r} uses queue {task.queue_name!r}, which "
+        f"{setting} does not list (it lists: {listed}). Add "
+        f"{task.queue_name!r} to {setting}, or leave QUEUES out to allow any "
+        "queue name."
+    )
 
 
 def _models():

@@ -4,6 +4,10 @@ import asyncio
 import json
 import os
 import time
+import uuid
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from steady_queue import Snooze, limits_concurrency, limits_rate, retry, unique
 from steady_queue.compat import task
@@ -503,6 +507,49 @@ def unique_and_rate_limited(path, key):
 def rate_limited_and_retried(path):
     _record_attempt(path)
     raise ConnectionError("try again")
+
+
+#: Return values plain JSON lacks, which round-trip tagged (pipeline.return_values).
+TYPED_RETURNS = {
+    "decimal": Decimal("1.5"),
+    "date": date(2026, 11, 26),
+    "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    "tuple": (1, "a", (2, 3)),
+    "nested": {
+        "total": Decimal("9.99"),
+        "at": datetime(2026, 11, 26, 9, 30, tzinfo=ZoneInfo("Europe/Paris")),
+        "took": timedelta(seconds=90),
+        "lines": [(1, Decimal("2.50"))],
+        "__sq__": "a key of the task's own",
+    },
+}
+
+
+@task
+def returns_typed(kind):
+    return TYPED_RETURNS[kind]
+
+
+@retry(attempts=3, wait=0)
+@task
+def returns_user(user_id):
+    from django.contrib.auth.models import User
+
+    return User.objects.get(pk=user_id)
+
+
+@retry(attempts=3, wait=0)
+@task
+def returns_a_set(path):
+    """Count its runs, then return what no result can keep."""
+    _record_attempt(path)
+    return {"tags": {"a", "b"}}
+
+
+@task
+def raises_base_exception(kind):
+    """Raise what is no Exception: run_pending() lets it through."""
+    raise {"interrupt": KeyboardInterrupt, "exit": SystemExit}[kind](kind)
 
 
 @task

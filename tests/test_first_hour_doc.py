@@ -36,6 +36,47 @@ from django.tasks import task
 @task
 def send_welcome(email):
     return {"to": email}
+
+
+@task(queue_name="mail")
+def send_order_confirmation(order_id):
+    return {"order": order_id}
+
+
+@task
+def build_report():
+    return {"sections": {"sales", "stock"}}
+"""
+
+IN_A_SCRIPT = """
+import os
+
+import django
+
+os.environ["DJANGO_SETTINGS_MODULE"] = "mysite.settings"
+django.setup()
+
+from django.tasks import task
+
+
+@task
+def send_welcome(email):
+    return {"to": email}
+
+
+send_welcome.enqueue("ada@example.com")
+"""
+
+BUILD_REPORT = """
+from shop.tasks import build_report
+
+print("=>", build_report.enqueue().id)
+"""
+
+REPORT_ERROR = """
+from shop.tasks import build_report
+
+print(build_report.get_result({id!r}).errors[0].traceback)
 """
 
 ENQUEUE = """
@@ -60,10 +101,7 @@ send_welcome.get_result(result.id)
 # Sections whose messages other branches are changing: the lead adds them to
 # REPRODUCED when they merge.
 NOT_REPRODUCED_YET = {
-    "The queue is not in QUEUES",
-    "The task was defined in the shell",
     "The worker runs with other settings",
-    "The task returned a value that cannot be stored",
 }
 
 
@@ -96,11 +134,44 @@ def enqueued_in_a_rolled_back_transaction(site):
     return output
 
 
+def a_queue_not_in_queues(site):
+    site.configure(
+        site.installed_apps("shop", "steady_queue"),
+        'TASKS = {"default": {"BACKEND": "steady_queue.backend.SteadyQueueBackend",'
+        ' "QUEUES": ["default"]}}',
+    )
+    return printed(
+        site.manage(
+            "shell", "-c", "from shop.tasks import send_order_confirmation", check=False
+        )
+    )
+
+
+def a_task_defined_in_a_script(site):
+    site.configure(site.installed_apps("shop", "steady_queue"), BACKEND)
+    site.manage("migrate")
+    site.write("in_a_script.py", textwrap.dedent(IN_A_SCRIPT))
+    return printed(site.run("in_a_script.py", check=False))
+
+
+def a_return_value_that_cannot_be_stored(site):
+    site.configure(site.installed_apps("shop", "steady_queue"), BACKEND)
+    site.manage("migrate")
+    job_id = site.shell(BUILD_REPORT)
+    site.manage("steady_queue", "--once")
+    return printed(site.manage("shell", "-c", REPORT_ERROR.format(id=job_id)))
+
+
 REPRODUCED = {
     "'steady_queue' is not in INSTALLED_APPS": without_the_app,
     "migrate was not run": without_migrate,
     "The enqueue was in a transaction that rolled back": (
         enqueued_in_a_rolled_back_transaction
+    ),
+    "The queue is not in QUEUES": a_queue_not_in_queues,
+    "The task was defined in the shell": a_task_defined_in_a_script,
+    "The task returned a value that cannot be stored": (
+        a_return_value_that_cannot_be_stored
     ),
 }
 

@@ -104,9 +104,6 @@ def test_a_new_project_built_from_the_docs_runs_its_first_task(tmp_path):
     assert "Ran 1 test" in tested.stderr and "OK" in tested.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the QUEUES change of branch backend-first-hour"
-)
 def test_the_readmes_snippets_pasted_into_a_new_project_run_a_task(tmp_path):
     """README.md's Install and Quickstart snippets, pasted as they are.
 

@@ -15,6 +15,7 @@ from ..models import (
     Process,
 )
 from ..models.job.states import observe, state_of, with_state
+from ..pipeline.return_values import json_return_value
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
 from . import actions, dashboard, performance
@@ -250,7 +251,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="result")
     def result_json(self, job):
-        return _pretty(job.return_value) if job.finished_at else "-"
+        return _pretty(json_return_value(job.return_value)) if job.finished_at else "-"
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

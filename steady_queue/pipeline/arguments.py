@@ -48,7 +48,7 @@ class ArgumentError(EnqueueError, TypeError):
 
 def serialize_arguments(task_path, args, kwargs):
     """Return ``{"args": [...], "kwargs": {...}}`` or raise ArgumentError."""
-    encoder = _Encoder(task_path)
+    encoder = Encoder(task_path)
     stored = {
         "args": [
             encoder.encode(value, f"positional argument {index}")
@@ -89,7 +89,7 @@ def decode_arguments(stored, task_path=None, load_rows=True, signed=True):
         return args, kwargs
     if signed:
         _check_signature(stored, task_path)
-    decode = _Decoder(load_rows).decode
+    decode = Decoder(load_rows).decode
     return [decode(value) for value in args], {
         name: decode(value) for name, value in kwargs.items()
     }
@@ -151,6 +151,14 @@ def _model_tags(stored):
     return found
 
 
+def model_tags_in(value, place):
+    """The ``(place, label, pk)`` of each model tag in one stored value, the
+    value itself named ``place``."""
+    found = []
+    _collect_model_tags(value, place, found)
+    return found
+
+
 def _collect_model_tags(value, place, found):
     if isinstance(value, list):
         items = ((f"[{index}]", item) for index, item in enumerate(value))
@@ -187,7 +195,7 @@ def _as_json(value):
     return value
 
 
-class _Encoder:
+class Encoder:
     """One walk over a call's arguments: checks each value and encodes it."""
 
     def __init__(self, task_path):
@@ -215,11 +223,7 @@ class _Encoder:
                 for index, item in enumerate(value)
             ]
             return self.tag("tuple", v=items)
-        encoded = self.encode_scalar(value, where + path)
-        if encoded is not None:
-            return encoded
-        kind = type(value)
-        return self.fail(where + path, f"of type {kind.__module__}.{kind.__qualname__}")
+        return self.encode_other(value, where + path)
 
     def encode_dict(self, value, where, path):
         items = {}
@@ -237,6 +241,14 @@ class _Encoder:
             # Escaped, so a user's own "__sq__" key is never read as a tag.
             return self.tag("dict", v=items)
         return items
+
+    def encode_other(self, value, where):
+        """Tag a value of a type JSON lacks, or refuse it naming its type."""
+        encoded = self.encode_scalar(value, where)
+        if encoded is not None:
+            return encoded
+        kind = type(value)
+        return self.fail(where, f"of type {kind.__module__}.{kind.__qualname__}")
 
     def encode_scalar(self, value, where):
         """Tag a datetime, date, time, timedelta, Decimal, UUID or model; else None."""
@@ -294,7 +306,7 @@ class _Encoder:
         )
 
 
-class _Decoder:
+class Decoder:
     """Rebuilds tagged values; model rows are fetched once per decode."""
 
     def __init__(self, load_rows):

@@ -15,10 +15,11 @@ a task may live in
 - a package named in the ``STEADY_QUEUE_TASK_PACKAGES`` setting.
 """
 
+import sys
 from functools import cache
 
 from django.apps import AppConfig, apps
-from django.conf import settings
+from django.conf import UserSettingsHolder, settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
@@ -121,6 +122,26 @@ def task_module_refusal(module_path, what):
     )
 
 
+def defined_in_a_shell_refusal(task):
+    """Why ``task``, defined in a shell or a script, cannot run; else None.
+
+    Such a function's module is ``__main__``, or the module that ran the code
+    (``manage.py shell`` runs it in django.core.management.commands.shell),
+    where its name is not defined: its path leads a worker nowhere.
+    """
+    module_name = task.func.__module__
+    module = sys.modules.get(module_name) if module_name != "__main__" else None
+    found = getattr(module, task.func.__qualname__, None)
+    if getattr(found, "func", None) is task.func:
+        return None
+    return (
+        f"Task {task.module_path!r} was defined in the shell or a script (module "
+        f"{module_name!r}), so no worker can run it: a worker imports each task "
+        "by its module path. Define the task in a module of an installed app "
+        "(e.g. shop/tasks.py) and import it from there"
+    )
+
+
 @cache
 def task_packages():
     """The packages tasks may live in, by the rule in the module's docstring."""
@@ -154,11 +175,28 @@ def installed_app_packages():
 
 def project_package():
     """The top-level package of the settings module, or None if it has none."""
-    settings_module = getattr(settings, "SETTINGS_MODULE", None) or ""
+    settings_module = settings_module_name() or ""
     if "." not in settings_module:
         # A top-level settings.py: its directory is no package to trust.
         return None
     return settings_module.partition(".")[0]
+
+
+def settings_module_name():
+    """The settings module's dotted name, also inside override_settings().
+
+    An override's settings report SETTINGS_MODULE as None unless the override
+    sets it; read it from the settings the override stands on instead, so a
+    task first enqueued in a test's override is not refused ever after.
+    """
+    # Reading a setting first sets up lazy settings, so _wrapped is real.
+    named = getattr(settings, "SETTINGS_MODULE", None)
+    layer = settings._wrapped
+    while isinstance(layer, UserSettingsHolder):
+        if "SETTINGS_MODULE" in vars(layer):
+            return layer.SETTINGS_MODULE
+        layer = layer.default_settings
+    return getattr(layer, "SETTINGS_MODULE", named)
 
 
 def extra_task_packages():

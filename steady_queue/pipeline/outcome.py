@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..compat import normalize_json
 from ..exceptions import ResultNotStorableError, exception_class_of
+from . import return_values
 
 # A return value is kept in the job row; bigger ones are refused (the job fails)
 # rather than risking a write the database refuses (MariaDB's max_allowed_packet
@@ -16,12 +16,12 @@ MAX_RESULT_BYTES = 1024 * 1024
 # A traceback longer than this keeps its head and its tail (where the error is).
 MAX_TRACEBACK_CHARS = 64 * 1024
 TRACEBACK_HEAD_CHARS = 8 * 1024
+TOO_DEEP = (
+    "it is nested too deeply to encode as JSON",
+    "Return a flatter value.",
+)
 # A NUL as json.dumps writes it: \u0000 after an even number of backslashes
 # (an odd number means the backslash itself was escaped: plain text).
-TOO_DEEP = (
-    "The task's return value cannot be stored: it is nested too deeply to "
-    "encode as JSON."
-)
 ENCODED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
@@ -73,18 +73,21 @@ class Outcome:
         return job
 
 
-def storable_return_value(value):
+def storable_return_value(value, task_path):
     """The task's return value as it will be stored; raises if it cannot be.
 
-    TypeError or ValueError for what JSON cannot express (normalize_json's
-    errors), ResultNotStorableError for what a database would refuse.
+    ResultNotStorableError, naming the task and what was wrong, for a value
+    neither JSON nor the tagged types (return_values.py) can express, or one a
+    database would refuse.
     """
     try:
-        value = normalize_json(value)
+        stored = return_values.storable_form(value, task_path)
+        refuse_unstorable(stored)
+    except ResultNotStorableError as error:
+        raise _not_storable(task_path, *error.args) from None
     except RecursionError:
-        raise ResultNotStorableError(TOO_DEEP) from None
-    refuse_unstorable(value)
-    return value
+        raise _not_storable(task_path, *TOO_DEEP) from None
+    return stored
 
 
 def refuse_unstorable(value):
@@ -92,36 +95,53 @@ def refuse_unstorable(value):
 
     PostgreSQL's jsonb refuses NaN, Infinity and NUL characters, and every
     database refuses text that is not valid Unicode: one rule for all three
-    databases, so a task behaves the same wherever it runs.
+    databases, so a task behaves the same wherever it runs. The error's args
+    are ``(what was wrong, how to fix it)``.
     """
     try:
         encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
         size = len(encoded.encode("utf-8"))
     except UnicodeEncodeError:
         raise ResultNotStorableError(
-            "The task's return value cannot be stored: it holds a string that is "
-            "not valid Unicode (a lone surrogate). Return valid text, or encode "
-            "bytes with base64."
+            "it holds a string that is not valid Unicode (a lone surrogate)",
+            "Return valid text, or encode bytes with base64.",
         ) from None
     except ValueError as error:
         raise ResultNotStorableError(
-            f"The task's return value cannot be stored: {error} (NaN or "
-            "Infinity). Return finite numbers, or strings such as 'nan'."
+            f"{error} (NaN or Infinity)",
+            "Return finite numbers, or strings such as 'nan'.",
         ) from None
     except RecursionError:
-        raise ResultNotStorableError(TOO_DEEP) from None
+        raise ResultNotStorableError(*TOO_DEEP) from None
     if ENCODED_NUL.search(encoded):
         raise ResultNotStorableError(
-            "The task's return value cannot be stored: it holds a NUL character "
-            "(\\x00), which PostgreSQL cannot keep in JSON. Encode binary data "
-            "(base64) or strip the NULs."
+            "it holds a NUL character (\\x00), which PostgreSQL cannot keep in JSON",
+            "Encode binary data (base64) or strip the NULs.",
         )
     if size > MAX_RESULT_BYTES:
         raise ResultNotStorableError(
-            f"The task's return value is {size:,} bytes as JSON, over the "
-            f"{MAX_RESULT_BYTES:,}-byte limit for results. Store large output "
-            "elsewhere (a file, a model) and return a reference to it."
+            f"it is {size:,} bytes as JSON, over the {MAX_RESULT_BYTES:,}-byte "
+            "limit for results",
+            "Store large output elsewhere (a file, a model) and return a "
+            "reference to it.",
         )
+
+
+def not_storable(task_path, error):
+    """The ResultNotStorableError for a return value whose encoding raised."""
+    return _not_storable(
+        task_path,
+        f"encoding it raised {type(error).__name__}: {error}",
+        "Return JSON values or the types listed in the docs (results.rst).",
+    )
+
+
+def _not_storable(task_path, what, advice):
+    return ResultNotStorableError(
+        f"Task {task_path!r} returned a value that cannot be stored: {what}. "
+        "The task did run; only its return value was lost, so the job failed "
+        f"and is not retried, whatever its retry policy. {advice}"
+    )
 
 
 def storable_text(text):

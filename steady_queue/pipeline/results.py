@@ -2,6 +2,7 @@
 
 from ..compat import TaskError, TaskResult, TaskResultStatus
 from .arguments import json_arguments
+from .return_values import returned_value
 
 
 def build_result(
@@ -47,7 +48,9 @@ def build_result(
     )
     if status == TaskResultStatus.SUCCESSFUL:
         # _return_value is not an init field of the frozen dataclass.
-        object.__setattr__(result, "_return_value", job.return_value)
+        object.__setattr__(
+            result, "_return_value", returned_value(job.return_value, job.task_path)
+        )
     return result
 
 

@@ -16,9 +16,15 @@ from ..compat import (
     task_finished,
     task_started,
 )
-from ..exceptions import Snooze, TaskNotFoundError, TaskTimeoutError, timeout_message
+from ..exceptions import (
+    ResultNotStorableError,
+    Snooze,
+    TaskNotFoundError,
+    TaskTimeoutError,
+    timeout_message,
+)
 from .arguments import TAGGED, decode_arguments
-from .outcome import Outcome, storable_return_value, storable_text
+from .outcome import Outcome, not_storable, storable_return_value, storable_text
 from .results import build_result
 
 logger = logging.getLogger("steady_queue")
@@ -139,11 +145,15 @@ class JobRunner:
 
     def _returned(self, claim, task, value):
         try:
-            value = storable_return_value(value)
-        except (TypeError, ValueError) as error:
+            value = storable_return_value(value, claim.job.task_path)
+        except ResultNotStorableError as error:
             # A value the database would refuse fails this job here, alone:
             # written with a batch of outcomes it would fail them all.
             return self._failed(claim, task, error)
+        except Exception as error:
+            # A value of the user's whose walk raised (a mapping that fails
+            # to iterate): the task ran all the same, so it is not retried.
+            return self._failed(claim, task, not_storable(claim.job.task_path, error))
         return self._outcome(claim, task, succeeded=True, return_value=value)
 
     def _failed(self, claim, task, error):

@@ -27,14 +27,22 @@ class InlinePool:
     """A pool of one that runs each job at once, in the calling thread.
 
     For test suites: the job sees the caller's database connection, and so the
-    rows of a test's open transaction. No timeout can interrupt it.
+    rows of a test's open transaction. No timeout can interrupt it. A job that
+    raised a BaseException that is no Exception (KeyboardInterrupt, SystemExit)
+    is recorded as failed, as a worker records it, and the exception is kept
+    for the Burst to raise again: Ctrl-C in a test run stops it.
     """
 
     size = 1
-    idle_threads = 1
 
     def __init__(self, on_done):
         self.on_done = on_done
+        self.interruption = None
+
+    @property
+    def idle_threads(self):
+        # Interrupted: the jobs claimed ahead stay unstarted, handed back.
+        return 0 if self.interruption is not None else 1
 
     def start(self):
         pass
@@ -43,12 +51,25 @@ class InlinePool:
         pass
 
     def post(self, function):
-        self.on_done(function())
+        self.finished(function())
 
     def post_coroutine(self, coroutine_function):
         import asyncio
 
-        self.on_done(asyncio.run(coroutine_function()))
+        self.finished(asyncio.run(coroutine_function()))
+
+    def finished(self, outcome):
+        self.on_done(outcome)
+        if isinstance(outcome.exception, BaseException) and not isinstance(
+            outcome.exception, Exception
+        ):
+            self.interruption = outcome.exception
+
+    def raise_interruption(self):
+        """Raise again what a job was interrupted by, once its outcome is queued."""
+        interruption, self.interruption = self.interruption, None
+        if interruption is not None:
+            raise interruption
 
 
 class Burst(Interruptible):
@@ -193,6 +214,9 @@ class Burst(Interruptible):
                 replace(worker.config, max_tasks=remaining), measure_memory=False
             )
             delay = worker.poll()
+            if self.inline:
+                # Out of run(): shutdown() records the job's outcome on the way.
+                worker.pool.raise_interruption()
             claimed = worker.recycler.claimed
             taken += claimed
             self.ran += claimed

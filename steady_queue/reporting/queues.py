@@ -3,6 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from ..compat import DEFAULT_TASK_QUEUE_NAME
 from ..models import Pause, ReadyExecution, RecurringTask
 from ..models.job.states import execution_models
 
@@ -35,7 +36,13 @@ def queue_overview(database, configured=(), now=None):
 
 
 def configured_queue_names(backend):
-    """The queue names a backend declares in QUEUES (wildcards left out)."""
+    """The queue names a backend declares in QUEUES (wildcards left out).
+
+    A backend without QUEUES allows any name; the default queue, where a task
+    goes unless it names another, is shown for it (as Django's default was).
+    """
+    if not getattr(backend, "queues_listed", True):
+        return [DEFAULT_TASK_QUEUE_NAME]
     return [name for name in getattr(backend, "queues", None) or () if "*" not in name]
 
 

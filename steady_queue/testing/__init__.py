@@ -63,6 +63,12 @@ def run_pending(
     raise here: read it from its result, as in production. ``@timeout``
     cannot interrupt a job run this way.
 
+    A job that raises KeyboardInterrupt, SystemExit or another BaseException
+    that is not an Exception is recorded as failed with it (as a worker
+    records it; its retry policy applies), and the exception then propagates
+    out of run_pending(): Ctrl-C stops a test run. The jobs after it are left
+    ready.
+
     ``max_tasks`` stops after that many jobs. Without it, a run that reaches
     ``runaway_limit`` jobs with jobs still due raises RunawayJobsError, naming
     their tasks: a task that enqueues itself would otherwise run forever.

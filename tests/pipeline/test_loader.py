@@ -7,8 +7,11 @@ in STEADY_QUEUE_TASK_PACKAGES, and a module outside all of them that must
 never be imported.
 """
 
+import os
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -198,3 +201,74 @@ def _installed():
     from django.conf import settings
 
     return list(settings.INSTALLED_APPS)
+
+
+def test_the_project_package_is_the_same_inside_override_settings():
+    with override_settings(DEBUG=True):
+        assert loader.project_package() == "tests"
+
+
+@pytest.mark.parametrize("first", ["inside", "outside"])
+def test_a_project_task_first_enqueued_under_override_settings_stays_allowed(
+    packages, first
+):
+    module = packages.write("sq_site/tasks.py")
+    task = __import__(module, fromlist=["run"]).run
+    # Stands for the project's own settings module, sq_site.settings.
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        if first == "inside":
+            with override_settings(DEBUG=True):
+                task.enqueue(1)
+            task.enqueue(2)
+        else:
+            task.enqueue(1)
+            with override_settings(DEBUG=True):
+                task.enqueue(2)
+    assert Job.objects.count() == 2
+
+
+SHELL_CODE = """
+from steady_queue.compat import task
+
+@task
+def shout(text):
+    return text.upper()
+
+try:
+    shout.enqueue("hi")
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+def test_a_task_defined_in_a_script_is_refused_as_one_no_worker_can_import():
+    namespace = {"__name__": "__main__"}
+    exec(SHELL_CODE.replace("print(", "refused = ("), namespace)
+
+    assert str(namespace["refused"][1]) == (
+        "Task '__main__.shout' was defined in the shell or a script (module "
+        "'__main__'), so no worker can run it: a worker imports each task by its "
+        "module path. Define the task in a module of an installed app (e.g. "
+        "shop/tasks.py) and import it from there. Nothing was enqueued."
+    )
+    assert not Job.objects.exists()
+
+
+def test_a_task_defined_in_manage_py_shell_is_refused_as_one_no_worker_can_import():
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, str(root / "tests" / "manage.py"), "shell", "-c", SHELL_CODE],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert ran.stdout.strip().endswith(
+        "InvalidTask Task 'django.core.management.commands.shell.shout' was "
+        "defined in the shell or a script (module "
+        "'django.core.management.commands.shell'), so no worker can run it: a "
+        "worker imports each task by its module path. Define the task in a module "
+        "of an installed app (e.g. shop/tasks.py) and import it from there. "
+        "Nothing was enqueued."
+    ), ran.stdout + ran.stderr

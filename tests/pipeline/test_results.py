@@ -13,6 +13,7 @@ from steady_queue.compat import (
     task_finished,
     task_started,
 )
+from steady_queue.exceptions import ResultNotStorableError
 from steady_queue.models import ClaimedExecution, Job, Process
 
 from .. import tasks
@@ -84,7 +85,10 @@ def test_a_non_json_return_value_fails_the_task(run_supervisor):
 
     finished(result)
     assert result.status == TaskResultStatus.FAILED
-    assert result.errors[0].exception_class is TypeError
+    assert result.errors[0].exception_class is ResultNotStorableError
+    assert "returned a value that cannot be stored: it is of type builtins.object" in (
+        result.errors[0].traceback
+    )
 
 
 def test_a_context_task_gets_its_result_id_and_attempt(run_supervisor):

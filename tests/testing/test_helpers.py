@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from steady_queue.compat import FRAMEWORK, TaskResultStatus
-from steady_queue.models import Job, Process
+from steady_queue.models import ClaimedExecution, Job, Process
 from steady_queue.testing import (
     assert_enqueued,
     capture_enqueued,
@@ -221,3 +221,30 @@ def test_run_pending_may_run_exactly_its_runaway_limit():
         tasks.add.enqueue(number, 1)
 
     assert run_pending(runaway_limit=5) == 5
+
+
+@pytest.mark.parametrize(
+    ("kind", "raised"), [("interrupt", KeyboardInterrupt), ("exit", SystemExit)]
+)
+def test_run_pending_lets_a_base_exception_through_and_fails_its_job(kind, raised):
+    before = tasks.add.enqueue(1, 2)
+    interrupted = tasks.raises_base_exception.enqueue(kind)
+    after = tasks.add.enqueue(3, 4)
+
+    with pytest.raises(raised):
+        run_pending()
+
+    before, interrupted, after = (
+        tasks.add.get_result(before.id),
+        tasks.raises_base_exception.get_result(interrupted.id),
+        tasks.add.get_result(after.id),
+    )
+    assert before.return_value == 3
+    assert interrupted.status == TaskResultStatus.FAILED
+    assert interrupted.errors[0].exception_class_path == (
+        f"builtins.{raised.__qualname__}"
+    )
+    assert after.status == TaskResultStatus.READY
+    assert not ClaimedExecution.objects.exists()
+    assert not Process.objects.exists()
+    assert run_pending() == 1

@@ -16,7 +16,7 @@ from ... import models as models_package
 from ...conf import options_of_backend
 from ...decorators.retries import policy_for
 from ...dialects.postgresql import PostgreSQL
-from ...exceptions import JobCancelledError
+from ...exceptions import JobCancelledError, ResultNotStorableError
 from ..batch import DONE_SQL as BATCH_DONE_SQL
 from ..batch import Batch
 from ..cancelled_run import CancelledRun
@@ -281,8 +281,10 @@ def with_retry_decided(outcome):
     """The outcome, with retry_at set if its job's retry policy runs it again."""
     if outcome.succeeded or outcome.snoozed:
         return outcome
-    if outcome.exception_class is JobCancelledError:
-        # An operator's cancellation is final, whatever the retry policy.
+    if outcome.exception_class in (JobCancelledError, ResultNotStorableError):
+        # Final whatever the retry policy: an operator's cancellation, and a
+        # return value that cannot be stored (the task ran; a retry would run
+        # it again).
         return outcome
     # Every earlier attempt failed (a success ends the job), leaving an error.
     attempt = len(outcome.job.errors) + 1

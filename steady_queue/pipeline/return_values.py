@@ -1,0 +1,155 @@
+"""Stores a task's return value as JSON and turns it back into the value.
+
+A value Django's ``normalize_json`` accepts, holding no tuple, is stored as it
+always was: other readers of the column (django-tasks-monitor, say) see plain
+JSON. A value holding a tuple, datetime, date, time, timedelta, Decimal, UUID
+or saved model instance is stored tagged as arguments are (arguments.py),
+inside an envelope, ``{"__sq__": "tagged", "v": ...}``, and rebuilt when a
+result is read. A model instance comes back holding only its primary key; its
+other fields load when first read. An envelope that names a model is signed,
+as arguments are (signing.py).
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+
+from ..exceptions import ArgumentDecodeError, ResultNotStorableError
+from .arguments import SUPPORTED, TAG, Decoder, Encoder, model_tags_in
+from .signing import SIGNATURE, holds_valid_signature, signature_of
+
+# The envelope's tag: the value inside holds tagged objects.
+ENVELOPE = "tagged"
+# How a model tag's place in a return value is named (and signed): never a
+# place in the arguments, so their signature cannot vouch for a return value.
+PLACE = "the return value"
+
+
+def storable_form(value, task_path):
+    """The JSON a return value of ``task_path`` is stored as; raises
+    ResultNotStorableError, whose args are ``(what was wrong, how to fix it)``.
+    """
+    encoder = _ReturnEncoder()
+    encoded = encoder.encode(value, "it")
+    if encoder.tagged:
+        return _enveloped(encoded, task_path if encoder.names_models else None)
+    if not encoder.escaped:
+        return encoded
+    if isinstance(value, Mapping) and value.get(TAG) == ENVELOPE:
+        # Stored plain, this dict would read back as an envelope.
+        return _enveloped(encoded, None)
+    # A dict with a "__sq__" key of its own, in plain JSON: stored as it is.
+    return _plain(value)
+
+
+def returned_value(stored, task_path):
+    """The value a task (at ``task_path``) returned, rebuilt from its JSON."""
+    if not (isinstance(stored, dict) and stored.get(TAG) == ENVELOPE):
+        return stored
+    value = stored.get("v")
+    tags = model_tags_in(value, PLACE)
+    if tags and not holds_valid_signature(stored.get(SIGNATURE), task_path, tags):
+        raise ArgumentDecodeError(
+            f"The job's stored return value names a model but is not signed for "
+            f"the task {task_path!r}: the row was changed after the task "
+            "returned, so the value was not rebuilt."
+        )
+    return Decoder(load_rows=False).decode(value)
+
+
+def json_return_value(stored):
+    """The stored return value as JSON for display: no envelope, tags kept."""
+    if isinstance(stored, dict) and stored.get(TAG) == ENVELOPE:
+        return stored.get("v")
+    return stored
+
+
+def _enveloped(encoded, signed_for):
+    """The envelope; its model tags signed for the task path ``signed_for``."""
+    if signed_for is None:
+        return {TAG: ENVELOPE, "v": encoded}
+    # Signed as it will be read back: JSON turns int keys into strings.
+    encoded = json.loads(json.dumps(encoded))
+    signature = signature_of(signed_for, model_tags_in(encoded, PLACE))
+    return {TAG: ENVELOPE, "v": encoded, SIGNATURE: signature}
+
+
+def _plain(value):
+    """``value`` as normalize_json makes it (the walk already accepted it)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(item) for item in value]
+    return value
+
+
+class _ReturnEncoder(Encoder):
+    """One walk over a return value: normalize_json's rules, tagging the rest.
+
+    Unlike arguments, mappings, sequences and bytes are taken as
+    normalize_json takes them, so every value stored before is stored the same.
+    Plain items are kept without a call, so plain JSON costs what it did.
+    """
+
+    def __init__(self):
+        super().__init__(task_path=None)
+        self.escaped = False
+
+    def encode(self, value, where, path=""):
+        if value is None or isinstance(value, _PLAIN):
+            # NaN and Infinity are refused with the other database rules.
+            return value
+        if isinstance(value, dict | Mapping):
+            return self.encode_mapping(value, where, path)
+        if isinstance(value, list):
+            return self.encode_items(value, where, path)
+        if type(value) is tuple:
+            return self.tag("tuple", v=self.encode_items(value, where, path))
+        if isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                self.fail(where + path, "bytes that are not UTF-8 text")
+        if isinstance(value, Sequence):
+            return self.encode_items(value, where, path)
+        return self.encode_other(value, where + path)
+
+    def encode_items(self, value, where, path):
+        return [
+            item
+            if item is None or isinstance(item, _PLAIN)
+            else self.encode(item, where, f"{path}[{index}]")
+            for index, item in enumerate(value)
+        ]
+
+    def encode_mapping(self, value, where, path):
+        items = {}
+        for key, item in value.items():
+            if not (key is None or isinstance(key, _PLAIN)):
+                kind = type(key)
+                self.fail(
+                    where + path,
+                    f"a dict with the key {key!r} (of type {kind.__module__}."
+                    f"{kind.__qualname__}), which JSON cannot keep",
+                )
+            if item is None or isinstance(item, _PLAIN):
+                items[key] = item
+            else:
+                items[key] = self.encode(item, where, f"{path}[{key!r}]")
+        if TAG in items:
+            # Escaped, in case the value is stored tagged (storable_form).
+            self.escaped = True
+            return {TAG: "dict", "v": items}
+        return items
+
+    def fail(self, where, what):
+        path = where.removeprefix("it")
+        raise ResultNotStorableError(
+            f"the value at {path} is {what}" if path else f"it is {what}",
+            f"Return {SUPPORTED}.",
+        )
+
+
+# What JSON keeps as it is (bool is an int).
+_PLAIN = str | int | float
