@@ -567,3 +567,10 @@ def record_user_and_numbers(path, user, numbers, *, more):
     with open(path, "a") as file:
         file.write(json.dumps({"user": user.username, "numbers": [*numbers, more]}))
         file.write("\n")
+
+
+@retry(attempts=3, wait=0)
+@task
+def fails_every_attempt(message):
+    """Raise on every attempt: a job that ends failed after three."""
+    raise ValueError(message)

@@ -1,13 +1,16 @@
 """What a job's page shows first: its error, and each of its attempts.
 
 A job row keeps one error per failed attempt (``errors``) and one worker id
-per run that ended (``worker_ids``), but only three times: when the first
-attempt started (``started_at``), when the latest one started
-(``last_attempted_at``) and when the job finished (``finished_at``). The
-times of the attempts in between are not stored, and the page says so.
+per run that ended (``worker_ids``), and three times of its own: when the
+first attempt started (``started_at``), when the latest one started
+(``last_attempted_at``) and when the job finished (``finished_at``). Each
+error also keeps its attempt's start and end (``started_at``,
+``finished_at``); an error written before it did, or by a process that died,
+has no times, and the page says they were not stored.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..states import State
 
@@ -80,6 +83,9 @@ def attempts_of(job, observed):
         if last and not running:
             started = job.last_attempted_at or started
         finished = job.finished_at if last and not running else None
+        if index < len(errors):
+            started = _stored_time(errors[index], "started_at") or started
+            finished = _stored_time(errors[index], "finished_at") or finished
         attempts.append(
             Attempt(
                 number=index + 1,
@@ -104,3 +110,13 @@ def attempts_of(job, observed):
 def last_failed(attempts):
     """The latest attempt that failed, or None."""
     return next((a for a in reversed(attempts) if a.failure is not None), None)
+
+
+def _stored_time(error, key):
+    """An attempt's time as its error entry keeps it, or None."""
+    value = error.get(key)
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
+        # A row edited by hand: the page shows what else the row kept.
+        return None

@@ -69,8 +69,19 @@ class Outcome:
         if self.succeeded:
             job.return_value = self.return_value
         elif not self.snoozed:
-            job.errors = [*job.errors, self.error]
+            job.errors = [*job.errors, self.error_with_times()]
         return job
+
+    def error_with_times(self):
+        """The error as the job row keeps it: with its attempt's start and end.
+
+        The row keeps only the first and the latest attempt's start, so each
+        error carries its own, for the job's page to time every attempt.
+        """
+        times = {"finished_at": self.finished_at.isoformat()}
+        if self.claimed_at is not None:
+            times["started_at"] = self.claimed_at.isoformat()
+        return {**self.error, **times}
 
 
 def storable_return_value(value, task_path):

@@ -43,7 +43,14 @@ def build_result(
         args=args,
         kwargs=kwargs,
         backend=backend or job.backend_name,
-        errors=[TaskError(**error) for error in job.errors],
+        # An error entry may also hold its attempt's times (Outcome.apply_to).
+        errors=[
+            TaskError(
+                exception_class_path=error["exception_class_path"],
+                traceback=error["traceback"],
+            )
+            for error in job.errors
+        ],
         worker_ids=worker_ids,
     )
     if status == TaskResultStatus.SUCCESSFUL:

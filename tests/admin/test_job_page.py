@@ -1,7 +1,7 @@
 """A job's page: the error first, each attempt to the second, the call as Python."""
 
 import html
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -158,3 +158,27 @@ def test_a_retried_job_running_again_names_the_attempt_that_failed(operator):
     top = content[content.index('id="sq-failure"') : content.index('id="sq-traceback"')]
     assert "Attempt 1 failed: ValueError" in top and "on worker-old" in top
     assert 'id="sq-attempt-2"' in content and "running now" in content
+
+
+def test_every_attempt_run_by_a_worker_shows_its_start_and_end(operator):
+    from steady_queue.testing import run_pending
+    from tests.tasks import fails_every_attempt
+
+    result = fails_every_attempt.enqueue("it broke")
+    run_pending(run_scheduled=True)
+    job = Job.objects.get(pk=result.id)
+    assert len(job.errors) == 3
+    content = page(operator, job).content.decode()
+    attempts = content[content.index('id="sq-attempts"') :]
+    rows = attempts[: attempts.index("</table>")].split('id="sq-attempt-')[1:]
+
+    assert len(rows) == 3
+    for row, error in zip(rows, job.errors, strict=True):
+        # Each error keeps its own attempt's times: none is "not stored".
+        assert "not stored" not in row
+        for key in ("started_at", "finished_at"):
+            moment = datetime.fromisoformat(error[key])
+            assert f'datetime="{moment.isoformat(timespec="seconds")}"' in row
+    # What get_result() gives stays Django's TaskError: the times are ours.
+    errors = fails_every_attempt.get_result(result.id).errors
+    assert [e.exception_class_path for e in errors] == ["builtins.ValueError"] * 3
