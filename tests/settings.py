@@ -279,7 +279,10 @@ if os.environ.get("SQ_TEST_POOLER_PORT"):
         "PORT": os.environ["SQ_TEST_POOLER_PORT"],
         "DISABLE_SERVER_SIDE_CURSORS": True,
     }
-    TASKS["default"]["OPTIONS"]["listen_database"] = "direct"
+    # SQ_TEST_POOLED_LISTEN: as a site that left it out, LISTENing through
+    # the pooler.
+    if not os.environ.get("SQ_TEST_POOLED_LISTEN"):
+        TASKS["default"]["OPTIONS"]["listen_database"] = "direct"
 
 # tests/integration/test_second_server.py: TASKS["second"] keeps its jobs on
 # another PostgreSQL server, one the test starts (initdb) on this port.
