@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from .helpers import scaled, wait_for
-from .test_newcomer import Project
+from .new_site import Project
 
 pytestmark = [
     pytest.mark.integration,
@@ -28,32 +28,25 @@ from steady_queue.views import metrics
 
 urlpatterns += [path("metrics", metrics)]
 """
-SETTINGS = """
-INSTALLED_APPS += ["steady_queue"{framework}]
-TASKS = {{"default": {{"BACKEND": "steady_queue.backend.SteadyQueueBackend"}}}}
-# A second alias on the same database: the database is still warned about once.
-TASKS["mail"] = TASKS["default"]
-if os.environ.get("WAL"):
-    DATABASES["default"]["NAME"] = BASE_DIR / "wal.sqlite3"
-    DATABASES["default"]["OPTIONS"] = {{
-        "init_command": "PRAGMA journal_mode=WAL;", "timeout": 20
-    }}
-"""
+SETTINGS = (
+    'TASKS = {"default": {"BACKEND": "steady_queue.backend.SteadyQueueBackend"}}',
+    "# A second alias on the same database: still warned about once.",
+    'TASKS["mail"] = TASKS["default"]',
+    "import os",
+    'if os.environ.get("WAL"):',
+    '    DATABASES["default"]["NAME"] = BASE_DIR / "wal.sqlite3"',
+    '    DATABASES["default"]["OPTIONS"] = {',
+    '        "init_command": "PRAGMA journal_mode=WAL;", "timeout": 20',
+    "    }",
+)
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """A project from ``startproject``, with steady_queue and its defaults."""
-    from steady_queue.compat import FRAMEWORK_APP
-
-    project = Project(tmp_path_factory.mktemp("journal") / "site")
-    project.path.mkdir()
-    project.run("-m", "django", "startproject", "mysite", ".")
-    settings = project.path / "mysite" / "settings.py"
-    framework = f", {FRAMEWORK_APP!r}" if FRAMEWORK_APP else ""
-    settings.write_text(
-        "import os\n" + settings.read_text() + SETTINGS.format(framework=framework)
-    )
+    """A project from ``startproject``, with steady_queue and its defaults, and
+    the metrics view routed without a token."""
+    project = Project.start(tmp_path_factory.mktemp("journal") / "site")
+    project.configure(project.installed_apps("steady_queue"), *SETTINGS)
     urls = project.path / "mysite" / "urls.py"
     urls.write_text(urls.read_text() + OPEN_METRICS)
     return project
