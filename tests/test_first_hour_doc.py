@@ -7,23 +7,16 @@ mistake in a new ``startproject`` site and returns what it printed: every
 message the page quotes must be in it, so the page and the code cannot drift.
 """
 
-import os
 import re
 import textwrap
 
 import pytest
 
+from . import new_site
 from .docs_blocks import blocks_in, subsections
 from .new_site import Project
 
-pytestmark = [
-    pytest.mark.integration,
-    # The new project has its own SQLite database: once per Django version.
-    pytest.mark.skipif(
-        os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
-        reason="the new project runs on its own SQLite database",
-    ),
-]
+pytestmark = new_site.MARKS
 
 PAGE = "first-hour.rst"
 

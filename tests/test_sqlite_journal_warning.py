@@ -4,23 +4,17 @@ and a supervisor's start, once each; a WAL database by none of them. And the
 warnings are not repeated before every ``manage.py steady_queue`` subcommand
 (W002, the open metrics view, among them)."""
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
+from . import new_site
 from .helpers import scaled, wait_for
 from .new_site import Project
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
-        reason="the new project runs on its own SQLite database",
-    ),
-]
+pytestmark = new_site.MARKS
 
 JOURNAL_WARNING = "steady_queue.W003"
 OPEN_METRICS = """
