@@ -18,6 +18,7 @@ class SteadyQueueConfig(AppConfig):
         # imported once the app registry is ready.
         from .project_checks import (
             check_metrics_token,
+            check_queue_databases,
             check_state_handlers,
             check_task_packages,
         )
@@ -25,3 +26,6 @@ class SteadyQueueConfig(AppConfig):
         checks.register(check_metrics_token, checks.Tags.security, checks.Tags.urls)
         checks.register(check_state_handlers, checks.Tags.models)
         checks.register(check_task_packages)
+        # Reads the databases: run where Django passes them (check --database,
+        # migrate), as the backend's own checks never are.
+        checks.register(check_queue_databases, checks.Tags.database)

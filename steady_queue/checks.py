@@ -9,12 +9,10 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
-from .database_checks import check_liveness
-from .dialects import dialect_for
+from .database_checks import check_liveness, database_warnings
 from .migration_state import MIGRATE_HINT, not_migrated_message
 from .schedules.checks import check_recurring
 from .schedules.specs import static_specs
@@ -51,11 +49,13 @@ def refuse_if_not_installed(alias):
         )
 
 
-def check_backend(backend, steady_queue_databases, databases=None, **kwargs):
-    """Return the check messages for one configured backend.
+def check_backend(backend, steady_queue_databases, **kwargs):
+    """Return the check messages for one configured backend, from its settings.
 
     ``steady_queue_databases`` is {alias: database} of every SteadyQueueBackend
-    in TASKS (backend.steady_queue_databases()).
+    in TASKS (backend.steady_queue_databases()). What reads the database is
+    check_queue_database's: Django asks a task backend's checks without
+    databases, and runs its database checks apart (project_checks).
     """
     messages = []
     if not apps.is_installed("steady_queue"):
@@ -86,14 +86,16 @@ def check_backend(backend, steady_queue_databases, databases=None, **kwargs):
     )
     messages.extend(check_recurring(options))
     if not errors:
-        messages.extend(check_liveness(options, backend.alias, databases))
+        messages.extend(check_liveness(options, backend.alias))
     messages.extend(
         _check_recurring_keys_not_shared(backend.alias, steady_queue_databases)
     )
-    if databases and options.database in databases:
-        messages.extend(_check_locking(options.database))
-        messages.extend(_check_migrated(options.database))
     return messages
+
+
+def check_queue_database(database):
+    """The checks that read a queue database: E005, W001, W003."""
+    return [*_check_migrated(database), *database_warnings(database)]
 
 
 def _check_migrated(alias):
@@ -102,23 +104,6 @@ def _check_migrated(alias):
     if message is None:
         return []
     return [checks.Error(message, hint=MIGRATE_HINT, id="steady_queue.E005")]
-
-
-def _check_locking(alias):
-    connection = connections[alias]
-    if dialect_for(connection).serialises_writers or (
-        connection.features.has_select_for_update_skip_locked
-    ):
-        return []
-    return [
-        checks.Warning(
-            f"The database {alias!r} ({connection.display_name}) does not support "
-            "SELECT ... FOR UPDATE SKIP LOCKED. Workers will wait on each other's "
-            "row locks when claiming jobs, so adding workers adds little throughput.",
-            hint="Use PostgreSQL, MySQL 8+ or MariaDB 10.6+.",
-            id="steady_queue.W001",
-        )
-    ]
 
 
 def _check_recurring_keys_not_shared(alias, databases):

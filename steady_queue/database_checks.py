@@ -1,5 +1,10 @@
 """Checks of how the queue's database is set up for live processes.
 
+W004 reads the settings alone; W001 and W003 read the database, so Django
+runs them only where it passes databases (checks tagged ``database``:
+``manage.py check --database``, ``migrate``), and ``manage.py steady_queue``
+asks them itself (its ``check``, and a supervisor's start).
+
 A process proves it lives by writing its heartbeat; the supervisor prunes one
 whose last heartbeat is older than ``process_alive_threshold``. Whatever makes
 heartbeat writes wait (SQLite's one write lock, held long by readers without
@@ -16,12 +21,36 @@ from .dialects import dialect_for
 SQLITE_DEFAULT_TIMEOUT = 5.0
 
 
-def check_liveness(options, alias, databases=None):
-    """W003 and W004 for one backend's OPTIONS; W003 needs database access."""
-    messages = list(_check_threshold(options, alias))
-    if databases and options.database in databases:
-        messages.extend(_check_sqlite_journal(options.database))
-    return messages
+def check_liveness(options, alias):
+    """W004 for one backend's OPTIONS (no database access)."""
+    return list(_check_threshold(options, alias))
+
+
+def database_warnings(database):
+    """W001 and W003 for one queue database: they read it."""
+    return [
+        *locking_warnings(database),
+        *sqlite_journal_warnings(connections[database], database),
+    ]
+
+
+def locking_warnings(database):
+    """W001 when the database cannot skip locked rows (and has row locks)."""
+    connection = connections[database]
+    if dialect_for(connection).serialises_writers or (
+        connection.features.has_select_for_update_skip_locked
+    ):
+        return []
+    return [
+        checks.Warning(
+            f"The database {database!r} ({connection.display_name}) does not "
+            "support SELECT ... FOR UPDATE SKIP LOCKED. Workers will wait on "
+            "each other's row locks when claiming jobs, so adding workers adds "
+            "little throughput.",
+            hint="Use PostgreSQL, MySQL 8+ or MariaDB 10.6+.",
+            id="steady_queue.W001",
+        )
+    ]
 
 
 def longest_heartbeat_wait(database):
@@ -54,10 +83,6 @@ def _check_threshold(options, alias):
             id="steady_queue.W004",
         )
     ]
-
-
-def _check_sqlite_journal(database):
-    return sqlite_journal_warnings(connections[database], database)
 
 
 def sqlite_journal_warnings(connection, database):

@@ -1,16 +1,30 @@
 """The project-wide system checks: an open metrics view, states without a
-handler, and the STEADY_QUEUE_TASK_PACKAGES setting (registered in apps.ready).
+handler, the STEADY_QUEUE_TASK_PACKAGES setting, and how each queue database
+is set up (registered in apps.ready).
 
 A backend's own checks are checks'.
 """
 
 from django.conf import settings
 from django.core import checks
+from django.db import connections
 from django.urls import get_resolver
 
+from .backend import steady_queue_databases
+from .database_checks import database_warnings
 from .pipeline.loader import TASK_PACKAGES_SETTING
 from .statemachines.models import runnable_models, states_without_handlers
 from .views import metrics
+
+
+def project_messages():
+    """The messages of the project-wide checks (``manage.py steady_queue check``
+    prints them beside its backend's)."""
+    return [
+        *check_metrics_token(),
+        *check_state_handlers(),
+        *check_task_packages(),
+    ]
 
 
 def check_metrics_token(app_configs=None, **kwargs):
@@ -34,6 +48,22 @@ def check_metrics_token(app_configs=None, **kwargs):
             ),
             id="steady_queue.W002",
         )
+    ]
+
+
+def check_queue_databases(app_configs=None, databases=None, **kwargs):
+    """W001 and W003 for each queue database Django checks, once per database.
+
+    Registered with the ``database`` tag: Django runs it where it passes
+    databases (``manage.py check --database``, ``migrate``). A task backend's
+    own checks never get them (django.tasks asks ``backend.check()`` alone).
+    """
+    queue_databases = dict.fromkeys(steady_queue_databases().values())
+    return [
+        message
+        for database in queue_databases
+        if database in (databases or ()) and database in connections
+        for message in database_warnings(database)
     ]
 
 

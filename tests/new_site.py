@@ -11,9 +11,21 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from steady_queue.compat import FRAMEWORK, FRAMEWORK_APP
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: The marks of a module of new-site tests (its pytestmark).
+MARKS = [
+    pytest.mark.integration,
+    # The new project has its own SQLite database: once per Django version.
+    pytest.mark.skipif(
+        os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
+        reason="the new project runs on its own SQLite database",
+    ),
+]
 
 ORDER_MODEL = """
 from django.db import models

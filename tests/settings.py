@@ -126,6 +126,12 @@ def _env_number(name, default):
     return type(default)(value)
 
 
+# tests/integration/test_status.py: a password in the settings, which no log
+# line or report may show (SQLite ignores it, and the local PostgreSQL trusts).
+if os.environ.get("SQ_TEST_DATABASE_PASSWORD"):
+    DATABASES["default"]["PASSWORD"] = os.environ["SQ_TEST_DATABASE_PASSWORD"]
+
+
 # Forked supervisors whose tasks or handlers use the database a lot keep their
 # threads' connections (Django's default, 0, reconnects every time).
 DATABASES["default"]["CONN_MAX_AGE"] = _env_number("SQ_TEST_CONN_MAX_AGE", 0)
@@ -273,7 +279,10 @@ if os.environ.get("SQ_TEST_POOLER_PORT"):
         "PORT": os.environ["SQ_TEST_POOLER_PORT"],
         "DISABLE_SERVER_SIDE_CURSORS": True,
     }
-    TASKS["default"]["OPTIONS"]["listen_database"] = "direct"
+    # SQ_TEST_POOLED_LISTEN: as a site that left it out, LISTENing through
+    # the pooler.
+    if not os.environ.get("SQ_TEST_POOLED_LISTEN"):
+        TASKS["default"]["OPTIONS"]["listen_database"] = "direct"
 
 # tests/integration/test_second_server.py: TASKS["second"] keeps its jobs on
 # another PostgreSQL server, one the test starts (initdb) on this port.

@@ -6,6 +6,7 @@ from django.db import connection, connections
 from steady_queue.conf import parse_options
 from steady_queue.database_checks import (
     check_liveness,
+    database_warnings,
     longest_heartbeat_wait,
     sqlite_journal_warnings,
 )
@@ -13,8 +14,8 @@ from steady_queue.database_checks import (
 pytestmark = pytest.mark.django_db
 
 
-def warnings_for(databases=None, **options):
-    return check_liveness(parse_options(options), "default", databases)
+def warnings_for(**options):
+    return check_liveness(parse_options(options), "default")
 
 
 def test_a_threshold_of_two_heartbeats_and_the_lock_wait_is_enough():
@@ -62,4 +63,19 @@ def test_an_sqlite_database_without_wal_is_warned(tmp_path):
     assert "uses the 'delete' journal" in warning.msg
     assert "PRAGMA journal_mode=WAL;" in warning.hint
     # The test database runs in WAL, as the docs advise: nothing to say.
-    assert warnings_for(["default"], process_alive_threshold=600) == []
+    assert database_warnings("default") == []
+
+
+def test_the_database_checks_run_where_django_passes_databases():
+    """Registered with the ``database`` tag: ``check --database`` and migrate
+    run them, a plain ``check`` does not (tests/test_sqlite_journal_warning.py
+    sees them in a new project's output)."""
+    from django.core import checks
+
+    from steady_queue.project_checks import check_queue_databases
+
+    assert checks.Tags.database in check_queue_databases.tags
+    assert check_queue_databases in checks.registry.registry.get_checks()
+    # These servers can skip locked rows, and the test database is in WAL.
+    ids = {m.id for m in checks.run_checks(databases=["default"])}
+    assert not ids & {"steady_queue.W001", "steady_queue.W003"}

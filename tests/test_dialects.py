@@ -1,7 +1,7 @@
 """Each database family's dialect, against the database the suite runs on."""
 
 import pytest
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connection, connections, transaction
 
 from steady_queue.dialects import dialect_for, is_lock_conflict
 from steady_queue.models import Job, ReadyExecution
@@ -71,3 +71,32 @@ def test_a_lost_connection_is_never_the_rows_fault():
     assert not refuses_the_row(lost, connection)
     assert not refuses_the_row(gone, connection)
     assert refuses_the_row(refused, connection)
+
+
+def test_a_database_is_named_by_where_it_is_and_never_by_its_password(monkeypatch):
+    from steady_queue.dialects import database_identity, describe_database
+
+    settings = {**connection.settings_dict, "PASSWORD": "s3cret-Pw0rd"}
+    if connection.vendor != "sqlite":
+        settings.update(HOST="db.example.com", PORT=6543, NAME="shop")
+    # The wrapper itself: the ``connection`` proxy would not restore it.
+    monkeypatch.setattr(connections["default"], "settings_dict", settings)
+
+    identity = database_identity("default")
+    described = describe_database("default")
+
+    assert "s3cret" not in repr(identity) and "s3cret" not in described
+    assert identity["vendor"] == connection.vendor
+    if connection.vendor == "sqlite":
+        assert identity["host"] is None and identity["port"] is None
+        assert described == f"default (SQLite {identity['name']})"
+        assert identity["name"].startswith("/")
+    else:
+        assert (identity["host"], identity["port"], identity["name"]) == (
+            "db.example.com",
+            "6543",
+            "shop",
+        )
+        assert described == (
+            f"default ({connection.display_name} 'shop' on db.example.com:6543)"
+        )

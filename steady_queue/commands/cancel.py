@@ -31,5 +31,7 @@ def handle(command, options):
     if ids:
         command.stdout.write(
             "Their workers stop them within a second or two: a coroutine is "
-            "cancelled, a thread's worker is replaced. See docs/operations.rst."
+            "cancelled, a thread's worker is replaced. See \"Cancelling a "
+            'running job" on the Operations page of the steady_queue '
+            "documentation."
         )

@@ -1,16 +1,14 @@
 """check: validate a backend's configuration without starting anything.
 
-Prints each system check message (errors on stderr) and fails when any is an
-error. Unlike the other subcommands it accepts any TASKS backend, so that it
-can say what is wrong with one.
+Prints each of steady_queue's system check messages, those that read the
+database included (errors on stderr), and fails when any is an error. Unlike
+the other subcommands it accepts any TASKS backend, so that it can say what is
+wrong with one.
 """
 
-from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import connections
 
-from ..backend import steady_queue_databases
-from ..checks import check_backend
+from ..project_checks import project_messages
 from . import common
 
 NAME = "check"
@@ -24,14 +22,7 @@ def add_arguments(parser):
 def handle(command, options):
     alias = options["backend"]
     backend = common.task_backend(alias)
-    silenced = set(settings.SILENCED_SYSTEM_CHECKS)
-    messages = [
-        message
-        for message in check_backend(
-            backend, steady_queue_databases(), databases=list(connections)
-        )
-        if message.id not in silenced
-    ]
+    messages = common.unsilenced(all_messages(backend))
     errors = [m for m in messages if m.is_serious()]
     for message in messages:
         stream = command.stderr if message.is_serious() else command.stdout
@@ -43,3 +34,8 @@ def handle(command, options):
             f"TASKS[{alias!r}] has {len(errors)} configuration error(s)."
         )
     command.stdout.write(f"TASKS[{alias!r}]: the configuration is valid.")
+
+
+def all_messages(backend):
+    """The backend's messages, its database's, and the project-wide ones."""
+    return [*common.backend_messages(backend), *project_messages()]

@@ -3,10 +3,12 @@
 import argparse
 import sys
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
-from ..backend import SteadyQueueBackend
+from ..backend import SteadyQueueBackend, steady_queue_databases
+from ..checks import check_backend, check_queue_database
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 from ..dialects import database_error_line
 from ..migration_state import MIGRATE_HINT, not_migrated_message
@@ -47,6 +49,23 @@ def steady_queue_backend(alias):
     except ImproperlyConfigured as e:
         raise CommandError(f"Invalid steady_queue configuration:\n{e}") from e
     return backend
+
+
+def backend_messages(backend):
+    """A backend's system check messages, with its database's once its OPTIONS
+    are valid (those read the database)."""
+    messages = check_backend(backend, steady_queue_databases())
+    if isinstance(backend, SteadyQueueBackend) and not any(
+        message.is_serious() for message in messages
+    ):
+        messages.extend(check_queue_database(backend.database))
+    return messages
+
+
+def unsilenced(messages):
+    """The messages SILENCED_SYSTEM_CHECKS does not name."""
+    silenced = set(settings.SILENCED_SYSTEM_CHECKS)
+    return [message for message in messages if message.id not in silenced]
 
 
 def require_migrated(backend):

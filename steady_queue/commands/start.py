@@ -18,10 +18,12 @@ from ..log import formatter_for
 from ..processes.burst import Burst
 from ..processes.child_specs import child_specs
 from ..processes.fork_supervisor import ForkSupervisor
-from ..processes.reloading import run_with_reloading
+from ..processes.reloading import is_reloaded_child, run_with_reloading
 from ..processes.signal_handlers import restored_afterwards
 from ..processes.thread_supervisor import ThreadSupervisor
 from . import common
+
+logger = logging.getLogger("steady_queue")
 
 NAME = "start"
 HELP = "Run the supervisor (the default)."
@@ -123,6 +125,7 @@ def run(command, options):
     mode = options["mode"] or backend.config.mode
     if options["reload"]:
         return run_reloading(backend, specs, mode)
+    log_warnings(backend)
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
     try:
         supervisor_class(backend, specs).start()
@@ -132,14 +135,24 @@ def run(command, options):
 
 def run_reloading(backend, specs, mode):
     """--reload: a thread-mode supervisor, restarted when Python files change."""
-    if mode == "fork":
-        # Forked children would keep the old code; threads restart with it.
-        logging.getLogger("steady_queue").info(
-            "--reload runs the workers as threads (mode thread)"
-        )
+    if not is_reloaded_child():
+        # Said once, by the process that restarts the others.
+        log_warnings(backend)
+        if mode == "fork":
+            # Forked children would keep the old code; threads restart with it.
+            logger.info("--reload runs the workers as threads (mode thread)")
     status = run_with_reloading(ThreadSupervisor(backend, specs))
     if status:
         sys.exit(status)
+
+
+def log_warnings(backend):
+    """Log the system check warnings about a backend and its database (a
+    journal that lets readers block heartbeats, say) as its supervisor starts."""
+    for message in common.unsilenced(common.backend_messages(backend)):
+        if not message.is_serious():
+            hint = f" HINT: {message.hint}" if message.hint else ""
+            logger.warning("%s: %s%s", message.id, message.msg, hint)
 
 
 def with_worker_overrides(config, options):

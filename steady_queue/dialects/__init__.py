@@ -7,7 +7,7 @@ the family's module here.
 
 import time
 
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .base import Dialect
 from .mysql import MySQL
@@ -20,6 +20,31 @@ DIALECTS = {dialect.vendor: dialect for dialect in (PostgreSQL(), MySQL(), SQLit
 def dialect_for(connection):
     """The dialect of a Django connection (an unknown vendor gets the base one)."""
     return DIALECTS.get(connection.vendor, FALLBACK)
+
+
+def database_identity(alias):
+    """Which database a DATABASES alias reaches: its alias, vendor, host, port
+    and name (for SQLite, the file's path); never the password."""
+    connection = connections[alias]
+    return {
+        "alias": alias,
+        "vendor": connection.vendor,
+        **dialect_for(connection).location(connection.settings_dict),
+    }
+
+
+def describe_database(alias):
+    """A DATABASES alias in words, as the supervisor's log and ``status`` name
+    it: "default (PostgreSQL 'app' on 127.0.0.1:5432)", "default (SQLite
+    /srv/site/db.sqlite3)"."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    try:
+        family = connection.display_name
+    except DatabaseError:
+        family = connection.vendor  # MySQL's asks the server: MariaDB or not
+    where = dialect.location_in_words(dialect.location(connection.settings_dict))
+    return f"{alias} ({family} {where})"
 
 
 def is_lock_conflict(error):
@@ -80,6 +105,8 @@ def retrying_lock_conflicts(function, *args, **kwargs):
 __all__ = [
     "Dialect",
     "answers",
+    "database_identity",
+    "describe_database",
     "dialect_for",
     "is_connection_lost",
     "is_lock_conflict",

@@ -24,6 +24,22 @@ class Dialect:
     # a READ COMMITTED statement sees them anyway.
     latest_read_clause = ""
 
+    def location(self, settings):
+        """Where a database of this family is, from its DATABASES entry:
+        host, port and name (never the password)."""
+        return {
+            "host": settings.get("HOST") or None,
+            "port": str(settings["PORT"]) if settings.get("PORT") else None,
+            "name": str(settings.get("NAME") or "") or None,
+        }
+
+    def location_in_words(self, location):
+        """A location() as the logs say it: "'app' on 127.0.0.1:5432"."""
+        where = location["host"] or "localhost"
+        if location["port"]:
+            where = f"{where}:{location['port']}"
+        return f"{location['name']!r} on {where}"
+
     def runs_compound_statements(self, connection):
         """Whether a compound statement (BEGIN NOT ATOMIC ... END) sent as one
         query runs, transaction control included: MariaDB's."""

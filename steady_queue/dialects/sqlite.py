@@ -1,11 +1,26 @@
 """SQLite: one writer at a time, so no row locks; DELETE ... RETURNING works."""
 
+import os
+
 from .base import Dialect
 
 
 class SQLite(Dialect):
     vendor = "sqlite"
     serialises_writers = True
+
+    def location(self, settings):
+        # A file on this host: its absolute path says which one.
+        name = str(settings.get("NAME") or "")
+        in_memory = not name or name == ":memory:" or "mode=memory" in name
+        return {
+            "host": None,
+            "port": None,
+            "name": name if in_memory else os.path.abspath(name),
+        }
+
+    def location_in_words(self, location):
+        return location["name"]
 
     def now_sql(self):
         # Read by SQLite from the host's clock, which every process shares.

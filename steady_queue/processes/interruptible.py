@@ -59,12 +59,13 @@ class Interruptible:
                     sources[fileno].drain()
         return self._drain() or woken
 
-    def wait_readable(self, fileno):
-        """Wait until ``fileno`` has input (True) or a wake-up comes (False)."""
+    def wait_readable(self, fileno, timeout=None):
+        """Wait until ``fileno`` has input (True), or a wake-up comes or
+        ``timeout`` seconds pass (False)."""
         if self._wake_read is None:
             return False
         try:
-            readable = select.select([fileno, self._wake_read], [], [])[0]
+            readable = select.select([fileno, self._wake_read], [], [], timeout)[0]
         except InterruptedError:
             readable = []
         return not self._drain() and fileno in readable

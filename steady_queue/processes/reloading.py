@@ -24,9 +24,15 @@ CHILD_ENV = autoreload.DJANGO_AUTORELOAD_ENV
 def run_with_reloading(supervisor):
     """Run ``supervisor`` (a ThreadSupervisor) until stopped, restarting the
     process on each change of a watched file. Returns the exit status."""
-    if os.environ.get(CHILD_ENV) == "true":
+    if is_reloaded_child():
         return run_watched(supervisor)
     return restart_on_change()
+
+
+def is_reloaded_child():
+    """Whether this process is the child that runs the supervisor (not the
+    parent that restarts it)."""
+    return os.environ.get(CHILD_ENV) == "true"
 
 
 def restart_on_change():

@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 
 from .. import signals
+from ..dialects import describe_database
 from ..exceptions import ProcessExitError, error_payload
 from ..models import Process
 from .base import Runnable
@@ -77,6 +78,11 @@ class Supervisor(Runnable):
         for spec in self.specs:
             kinds[spec.kind] = kinds.get(spec.kind, 0) + 1
         return {"mode": self.mode, **{f"{k}s": n for k, n in kinds.items()}}
+
+    def summary(self):
+        # Which database: a supervisor started with other settings than the
+        # web's (or status's) works on another, and nothing else would say so.
+        return f"{super().summary()}, database={describe_database(self.database)}"
 
     def boot(self):
         if self.pidfile:

@@ -122,6 +122,8 @@ class Worker(JobStopping, Poller):
                 self.wake_up,
                 self.name,
                 self.backend.alias,
+                # Where enqueues NOTIFY: the listener checks it hears them.
+                notify_database=self.database,
             )
             self.listener.start()
 

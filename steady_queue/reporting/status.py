@@ -5,6 +5,7 @@ import json
 
 from django.utils import timezone
 
+from ..dialects import database_identity, describe_database
 from ..models import ClaimedExecution, Process, ReadyExecution
 from ..models.job.counts import counts_by_state, is_estimate
 from ..processes.queue_selector import QueueSelector
@@ -28,6 +29,10 @@ def collect_status(backend):
         kind="worker"
     )
     return {
+        "backend": backend.alias,
+        # What "no live worker" means depends on it: a worker started with
+        # other settings (another database) is not seen here.
+        "database": database_identity(db),
         "processes": [
             {
                 "kind": process.kind,
@@ -62,6 +67,13 @@ def collect_status(backend):
     }
 
 
+# Said with each queue no worker serves: the worker may run, elsewhere.
+NOT_SEEN_HERE = (
+    "A worker started with other settings (on another database than this "
+    "report's) is not seen here."
+)
+
+
 def unserved_queue_warnings(queues, workers, ready, alias):
     """A line for each unpaused queue with ready jobs that no live worker reads.
 
@@ -90,13 +102,13 @@ def unserved_queue_warnings(queues, workers, ready, alias):
             warnings.append(
                 f"Queue {name!r} has {count} ready job(s) and no live worker "
                 "claims from it: add it to a worker's queues, or start one with "
-                f"--queues {name}."
+                f"--queues {name}. {NOT_SEEN_HERE}"
             )
         else:
             warnings.append(
                 f"Queue {name!r} has {count} ready job(s) of TASKS[{backend_name!r}]"
                 " and no live worker of that alias claims from it: start one "
-                f"with --backend {backend_name}."
+                f"with --backend {backend_name}. {NOT_SEEN_HERE}"
             )
     return warnings
 
@@ -106,23 +118,45 @@ def print_status(backend, out, as_json=False):
     if as_json:
         out.write(json.dumps(status, indent=2))
         return
-    out.write(f"Processes ({len(status['processes'])}):")
-    for p in status["processes"]:
-        out.write(
-            f"  {p['kind']:<10} {p['name']:<22} pid {p['pid']:<7} {p['hostname']:<20}"
-            f" heartbeat {p['heartbeat_age_seconds']:>6.1f}s ago"
-            f"  running {p['running']}"
-        )
+    out.write(
+        f"TASKS[{backend.alias!r}] on database {describe_database(backend.database)}"
+    )
     out.write("")
-    header = f"  {'queue':<24}{'ready':>8}{'scheduled':>11}{'running':>9}"
+    out.write(f"Processes ({len(status['processes'])}):")
+    for line in status["processes"] and aligned(
+        ("kind", "name", "pid", "host", "heartbeat", "running"),
+        [
+            (
+                p["kind"],
+                p["name"],
+                str(p["pid"]),
+                p["hostname"],
+                f"{p['heartbeat_age_seconds']:.1f}s ago",
+                str(p["running"]),
+            )
+            for p in status["processes"]
+        ],
+        right={2, 4, 5},
+    ):
+        out.write(line)
+    out.write("")
     out.write("Queues:")
-    out.write(header + f"{'blocked':>9}{'failed':>8}{'latency':>10}")
-    for q in status["queues"]:
-        out.write(
-            f"  {q['name'] + (' (paused)' if q['paused'] else ''):<24}"
-            f"{q['ready']:>8}{q['scheduled']:>11}{q['running']:>9}"
-            f"{q['blocked']:>9}{q['failed']:>8}{q['latency_seconds']:>9.1f}s"
-        )
+    for line in aligned(
+        ("queue", "ready", "scheduled", "running", "blocked", "failed", "latency"),
+        [
+            (
+                q["name"] + (" (paused)" if q["paused"] else ""),
+                *(
+                    str(q[state])
+                    for state in ("ready", "scheduled", "running", "blocked", "failed")
+                ),
+                f"{q['latency_seconds']:.1f}s",
+            )
+            for q in status["queues"]
+        ],
+        right={1, 2, 3, 4, 5, 6},
+    ):
+        out.write(line)
     totals = status["totals"]
     finished = status["finished"]
     out.write(
@@ -149,3 +183,17 @@ def print_status(backend, out, as_json=False):
             out.write(line)
     for warning in status["warnings"]:
         out.write(f"Warning: {warning}")
+
+
+def aligned(header, rows, right=()):
+    """The lines of a table, each column as wide as its widest cell (header
+    included), two spaces apart; the columns in ``right`` right-aligned."""
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+    return [
+        "  "
+        + "  ".join(
+            cell.rjust(width) if index in right else cell.ljust(width)
+            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+        for cells in (header, *rows)
+    ]

@@ -115,29 +115,86 @@ def test_an_abbreviated_option_is_not_taken_for_another():
     assert "--queue is an option of clear-finished or retry or discard" in result.stderr
 
 
-def test_status_watch_redraws_until_interrupted(tmp_path):
+@pytest.fixture
+def migrated(tmp_path):
+    """Settings pointing at a migrated SQLite database of the test's own."""
+    database = {"SQ_TEST_DB": "sqlite", "SQ_TEST_DATABASE_NAME": str(tmp_path / "w.db")}
+    assert manage("migrate", "-v", "0", env=database).returncode == 0
+    return database
+
+
+def watch_until_interrupted(database, stdout, reports_written):
+    """Run status --watch 0.2 into ``stdout`` until ``reports_written()``,
+    then Ctrl-C it; its exit code."""
     import signal
     import time
 
     from ..helpers import wait_for
 
-    database = {"SQ_TEST_DB": "sqlite", "SQ_TEST_DATABASE_NAME": str(tmp_path / "w.db")}
-    assert manage("migrate", "-v", "0", env=database).returncode == 0
-    output = tmp_path / "out"
     command = [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue"]
-    with open(output, "w") as out:
-        watching = subprocess.Popen(
-            [*command, "status", "--watch", "0.2"],
-            env={**os.environ, "PYTHONPATH": str(ROOT), **database},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    watching = subprocess.Popen(
+        [*command, "status", "--watch", "0.2"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **database},
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        wait_for(lambda: output.read_text().count("Totals:") >= 2, timeout=30)
+        wait_for(reports_written, timeout=30)
     finally:
         interrupted_at = time.monotonic()
         watching.send_signal(signal.SIGINT)
         code = watching.wait(timeout=10)
-    assert code == 0, output.read_text()
     assert time.monotonic() - interrupted_at < 5
-    assert "Every 0.2 s; Ctrl-C to stop." in output.read_text()
+    return code
+
+
+def test_status_watch_redraws_a_terminal_until_interrupted(migrated):
+    import pty
+
+    terminal, screen = pty.openpty()
+    seen = []
+
+    def two_drawn():
+        import select
+
+        while select.select([terminal], [], [], 0)[0]:
+            seen.append(os.read(terminal, 65536).decode())
+        return "".join(seen).count("Totals:") >= 2
+
+    try:
+        code = watch_until_interrupted(migrated, screen, two_drawn)
+    finally:
+        os.close(screen)
+        os.close(terminal)
+    assert code == 0, "".join(seen)
+    assert "Every 0.2 s; Ctrl-C to stop." in "".join(seen)
+    assert "\x1b[2J" in "".join(seen)
+
+
+def test_status_watch_into_a_file_appends_plain_reports(migrated, tmp_path):
+    output = tmp_path / "out"
+    with open(output, "w") as out:
+        code = watch_until_interrupted(
+            migrated, out, lambda: output.read_text().count("Totals:") >= 2
+        )
+    text = output.read_text()
+    assert code == 0, text
+    # No escapes to clear a screen there is not, and each report dated.
+    assert "\x1b" not in text and "Ctrl-C" not in text
+    assert text.count("--- 20") >= 2
+    assert text.index("--- 20") < text.index("TASKS['default'] on database")
+
+
+def test_status_into_a_closed_pipe_exits_quietly(migrated):
+    # `status | head -1`: the reader is gone before anything is written.
+    reading = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "manage.py"), "steady_queue", "status"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **migrated},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    reading.stdout.close()
+    with reading.stderr:
+        errors = reading.stderr.read().decode()
+    assert reading.wait(timeout=60) == 128 + 13  # as if SIGPIPE ended it
+    assert errors == ""

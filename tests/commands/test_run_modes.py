@@ -180,6 +180,8 @@ def test_reload_restarts_the_supervisor_when_a_python_file_changes(start_supervi
     assert code == 0, log
     assert replaced.name != first.name
     assert not Process.objects.exists()
+    # Said by the process that restarts the others, once (not by each child).
+    assert log.count("--reload runs the workers as threads") == 1, log
 
 
 def test_log_format_json_writes_one_object_per_line(start_supervisor):

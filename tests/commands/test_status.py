@@ -3,6 +3,7 @@
 import json
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -60,6 +61,56 @@ def worker_reading(queues):
     )
 
 
+def test_status_names_its_backend_and_database_first():
+    from steady_queue.dialects import describe_database
+
+    text = run("status")
+    status = json.loads(run("status", "--json"))
+
+    described = describe_database("default")
+    assert text.splitlines()[0] == f"TASKS['default'] on database {described}"
+    assert status["backend"] == "default"
+    settings = connection.settings_dict
+    assert status["database"]["alias"] == "default"
+    assert status["database"]["vendor"] == connection.vendor
+    if connection.vendor == "sqlite":
+        assert status["database"]["name"] == str(Path(settings["NAME"]).resolve())
+        assert (status["database"]["host"], status["database"]["port"]) == (None, None)
+        assert described == f"default (SQLite {status['database']['name']})"
+    else:
+        assert status["database"]["name"] == settings["NAME"]
+        assert status["database"]["host"] == settings["HOST"]
+        assert status["database"]["port"] == str(settings["PORT"])
+        assert f"'{settings['NAME']}' on {settings['HOST']}:{settings['PORT']}" in (
+            described
+        )
+
+
+def test_the_process_table_aligns_every_column_to_its_widest_cell():
+    for kind, name in (
+        ("supervisor", "supervisor-1"),
+        ("state_runner", "state_runner-with-a-long-name"),
+        ("worker", "w"),
+    ):
+        Process.objects.register(kind=kind, name=name, metadata={})
+
+    lines = run("status").splitlines()
+    header = lines.index("Processes (3):") + 1
+    table = lines[header : header + 4]
+
+    assert table[0].split() == ["kind", "name", "pid", "host", "heartbeat", "running"]
+    # Each left-aligned column starts where its header does, in every row.
+    for column in ("name", "host"):
+        start = table[0].index(f" {column}") + 1
+        assert all(row[start - 2 : start] == "  " for row in table), table
+        assert all(row[start] != " " for row in table), table
+    # The right-aligned ones end where theirs does.
+    for column in ("pid", "heartbeat", "running"):
+        end = table[0].index(column) + len(column)
+        assert all(row[end - 1] != " " for row in table), table
+        assert all(row[end : end + 2] in ("  ", "") for row in table), table
+
+
 def test_status_warns_of_another_alias_ready_jobs_no_worker_of_it_reads():
     """TASKS["shared"] keeps its jobs in the default alias's database."""
     make_job("ready", queue="mail", backend_name="shared")
@@ -68,7 +119,9 @@ def test_status_warns_of_another_alias_ready_jobs_no_worker_of_it_reads():
 
     assert json.loads(run("status", "--json"))["warnings"] == [
         "Queue 'mail' has 1 ready job(s) of TASKS['shared'] and no live worker "
-        "of that alias claims from it: start one with --backend shared."
+        "of that alias claims from it: start one with --backend shared. A worker "
+        "started with other settings (on another database than this report's) "
+        "is not seen here."
     ]
     Process.objects.register(
         kind="worker", name="shared-mail", metadata={"backend": "shared", "queues": "*"}
@@ -87,7 +140,9 @@ def test_status_warns_of_ready_jobs_no_live_worker_reads():
 
     assert (
         "Warning: Queue 'reports' has 1 ready job(s) and no live worker claims "
-        "from it: add it to a worker's queues, or start one with --queues reports."
+        "from it: add it to a worker's queues, or start one with --queues reports. "
+        "A worker started with other settings (on another database than this "
+        "report's) is not seen here."
     ) in text
     assert "Queue 'mail'" not in text and "Queue 'low'" not in text
     assert json.loads(run("status", "--json"))["warnings"] == [

@@ -57,7 +57,11 @@ def test_cancelled_jobs_stop_and_a_forked_worker_is_replaced(
         message="both jobs running",
     )
 
-    assert "Cancelled 2 running job(s)." in cancel(sync, coroutine)
+    said = cancel(sync, coroutine)
+    assert "Cancelled 2 running job(s)." in said
+    # A page an installed user can find, not a path in our checkout.
+    assert "the Operations page of the steady_queue documentation" in said
+    assert ".rst" not in said
 
     assert statuses([sync, coroutine]) == {TaskResultStatus.FAILED: 2}
     assert_cancelled(sync)

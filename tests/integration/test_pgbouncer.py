@@ -279,3 +279,33 @@ def test_worker_kills_and_a_pooler_restart_lose_and_double_nothing(
         f"{succeeded} ran once, {failed} failed by the kill, none twice, none "
         f"lost ({sum(runs.values())} runs)"
     )
+
+
+NOT_HEARD = "did not hear its own NOTIFY"
+
+
+def test_a_listen_through_the_pooler_is_warned_of_once(pgbouncer, start_supervisor):
+    # Left out listen_database: the LISTEN goes through the pooler and hears
+    # nothing. Said once, and the worker polls on.
+    supervisor = start_supervisor(env=pgbouncer.environment(SQ_TEST_POOLED_LISTEN="1"))
+    wait_for_boot(supervisor)
+    wait_for_log(supervisor, NOT_HEARD, timeout=30)
+    result = tasks.add.enqueue(1, 2)
+    wait_for(
+        lambda: Job.objects.filter(pk=result.id).finished().exists(),
+        timeout=30,
+        message="a job run by polling",
+    )
+    log = supervisor.log()
+    assert log.count(NOT_HEARD) == 1, log
+    assert "listen_database" in log and "transaction pooler" in log
+
+
+def test_a_listen_on_the_direct_connection_is_not_warned_of(
+    pgbouncer, start_supervisor
+):
+    # docs/deployment.rst's settings: listen_database names a direct route.
+    supervisor = start_supervisor("-v", "2", env=pgbouncer.environment())
+    wait_for_boot(supervisor)
+    wait_for_log(supervisor, "heard its own NOTIFY", timeout=30)
+    assert NOT_HEARD not in supervisor.log()

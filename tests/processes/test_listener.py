@@ -1,5 +1,6 @@
 """ReadyListener: wakes on NOTIFY, survives a dropped connection, stops at once."""
 
+import logging
 import threading
 import time
 
@@ -79,3 +80,70 @@ def test_a_dropped_connection_is_reopened():
         listening.woken.clear()
         notify()
         assert listening.woken.wait(5), "NOTIFY after the reconnect was lost"
+
+
+class Said(logging.Handler):
+    """steady_queue's log lines while it is attached, from any thread."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines = []
+        self.logger = logging.getLogger("steady_queue")
+
+    def emit(self, record):
+        self.lines.append((record.levelno, record.getMessage()))
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.addHandler(self)
+        self.logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
+
+    def warnings(self):
+        return [text for level, text in self.lines if level == logging.WARNING]
+
+
+def test_a_listener_that_hears_its_own_notify_warns_of_nothing():
+    with Said() as said, Listening() as listening:
+        wait_for(
+            lambda: any("heard its own NOTIFY" in text for _, text in said.lines),
+            message="the probe heard",
+        )
+        # The probe is no job: it woke no one.
+        assert listening.calls == 1
+    assert said.warnings() == []
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "queue"])
+def test_a_listener_that_never_hears_its_notify_warns_once(monkeypatch):
+    # A NOTIFY reaches the listeners of its own database only: sent to
+    # another one, as through a transaction pooler, it is never heard.
+    from steady_queue.processes import listener as listening_module
+
+    monkeypatch.setattr(listening_module, "PROBE_DEADLINE", 0.5)
+    listened = []
+    deaf = ReadyListener(
+        "default", lambda: listened.append(1), "deaf", "default", "queue"
+    )
+    with Said() as said:
+        deaf.start()
+        try:
+            wait_for(said.warnings, message="the unheard probe warned of")
+            # A reconnect does not ask again, nor warn again.
+            with connection.cursor() as cursor:
+                for pid in wait_for(listening_connection_ids):
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            # on_ready() runs after each LISTEN: the second is the reconnect's.
+            wait_for(lambda: len(listened) >= 2, message="listening again")
+        finally:
+            deaf.stop()
+    assert deaf.probe_due is None, "a second probe was sent"
+    (warning,) = [text for text in said.warnings() if "NOTIFY" in text]
+    assert warning.startswith(
+        "deaf: LISTEN on database 'default' did not hear its own NOTIFY within 0.5 s"
+    )
+    assert "transaction pooler" in warning and "listen_database" in warning

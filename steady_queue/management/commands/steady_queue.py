@@ -4,7 +4,12 @@ This module only builds the parser and dispatches: each subcommand lives in
 its own module of steady_queue.commands.
 """
 
+import os
+import signal
+import sys
+
 import django
+from django.core import checks
 from django.core.management.base import BaseCommand
 
 from ... import __version__
@@ -53,6 +58,22 @@ class Command(BaseCommand):
         """What --version prints: ours, then the Django it runs on."""
         return f"django-steady-queue {__version__} (Django {django.get_version()})"
 
+    def check(self, *args, **kwargs):
+        """Before a subcommand: stop on a system check error, as every command
+        does, without printing the warnings there too.
+
+        The warnings are printed where they matter (docs/checks.rst):
+        ``check`` prints steady_queue's, a supervisor logs its database's as
+        it starts, and Django's ``check``, ``migrate`` and ``runserver`` print
+        them all; before ``status`` or ``pause`` they were noise.
+        """
+        if any(
+            message.is_serious() and not message.is_silenced()
+            for message in checks.run_checks()
+        ):
+            # Django's own report of them, and its SystemCheckError.
+            super().check(*args, **kwargs)
+
     def create_parser(self, prog_name, subcommand, **kwargs):
         # No abbreviations: "--queue" before "retry" would silently be taken
         # as start's "--queues".
@@ -89,4 +110,18 @@ class Command(BaseCommand):
             options,
             self.base_stealth_options + self.stealth_options,
         )
-        subcommand.handle(self, options)
+        try:
+            subcommand.handle(self, options)
+            # Written now, while a closed pipe can still be caught.
+            self.stdout.flush()
+        except BrokenPipeError:
+            leave_quietly()
+
+
+def leave_quietly():
+    """Exit as a Unix tool does when its reader is gone (`status | head -1`):
+    no traceback, and the status a SIGPIPE would give."""
+    # Python would flush stdout again at exit and complain: point it at
+    # /dev/null first.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
