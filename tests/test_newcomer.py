@@ -8,22 +8,12 @@ code, this fails.
 """
 
 import ast
-import os
 import textwrap
 
-import pytest
-
 from .docs_blocks import block_with, readme_block
-from .new_site import Project
+from .new_site import MARKS, Project
 
-pytestmark = [
-    pytest.mark.integration,
-    # The new project has its own SQLite database: once per Django version.
-    pytest.mark.skipif(
-        os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
-        reason="the new project runs on its own SQLite database",
-    ),
-]
+pytestmark = MARKS
 
 FIRST_TEST = """
 from django.core import mail
