@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
-from django.utils.json import normalize_json
 
+from steady_queue.compat import normalize_json
 from steady_queue.exceptions import ArgumentDecodeError, ResultNotStorableError
 from steady_queue.pipeline.outcome import storable_return_value
 from steady_queue.pipeline.return_values import json_return_value, returned_value
