@@ -5,8 +5,8 @@ per run that ended (``worker_ids``), and three times of its own: when the
 first attempt started (``started_at``), when the latest one started
 (``last_attempted_at``) and when the job finished (``finished_at``). Each
 error also keeps its attempt's start and end (``started_at``,
-``finished_at``); an error written before it did, or by a process that died,
-has no times, and the page says they were not stored.
+``finished_at``), also one failed by a process's death; an error written
+before errors kept them has none, and the page says they were not stored.
 """
 
 from dataclasses import dataclass

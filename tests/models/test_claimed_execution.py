@@ -95,7 +95,11 @@ def test_failures_create_a_failed_execution_and_keep_the_error():
     ClaimedExecution.objects.finalize_all([outcome], 7)
 
     assert FailedExecution.objects.filter(job_id=job.pk).exists()
-    assert Job.objects.get(pk=job.pk).errors == [error]
+    (stored,) = Job.objects.get(pk=job.pk).errors
+    assert without_times(stored) == error
+    # The error keeps its attempt's times: the claim and the outcome's end.
+    assert stored["finished_at"] == outcome.finished_at.isoformat()
+    assert stored["started_at"] == outcome.claimed_at.isoformat()
 
 
 def test_successful_jobs_are_deleted_when_not_preserved():
@@ -126,7 +130,9 @@ def test_fail_all_with_fails_each_job_with_the_error_and_worker():
 
     assert sorted(job.pk for job in failed) == sorted(job.pk for job in jobs)
     for job in Job.objects.filter(pk__in=[j.pk for j in jobs]):
-        assert job.errors == [error]
+        (stored,) = job.errors
+        assert without_times(stored) == error
+        assert {"started_at", "finished_at"} <= stored.keys()
         assert job.worker_ids == ["worker-x"]
         assert job.finished_at is not None
     assert FailedExecution.objects.count() == 3
@@ -258,3 +264,8 @@ def test_a_batch_jobs_finish_is_one_statement_on_postgresql():
     statements = [q["sql"] for q in captured if "SAVEPOINT" not in q["sql"]]
     assert len(statements) == 1, statements
     assert Batch.objects.get().finished == 1
+
+
+def without_times(error):
+    """A stored error without the attempt's times it keeps beside it."""
+    return {k: v for k, v in error.items() if k not in ("started_at", "finished_at")}
