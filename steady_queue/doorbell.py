@@ -9,13 +9,20 @@ backend alias, and whatever makes that alias's jobs ready sends every socket
 there one byte after its commit. Workers on other hosts, or out of reach (a
 service with its own private /tmp, another user), find the jobs at their next
 poll, as before.
+
+The directory is this user's alone: in $XDG_RUNTIME_DIR where there is one,
+else under the temporary directory, where another user could make it first.
+It is opened without following links and checked on the open descriptor, and
+a directory of another user, open to others, or crammed is refused.
 """
 
+import errno
 import functools
 import hashlib
 import logging
 import os
 import socket
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -26,6 +33,19 @@ logger = logging.getLogger("steady_queue")
 
 # What a ring sends. Its content does not matter: a datagram wakes the worker.
 RING = b"!"
+# A worker's socket file ends so; a ring sends to nothing else.
+SUFFIX = ".sock"
+# A ring reads at most this many entries of a directory: a host runs far fewer
+# workers of one alias, so a directory with more was not filled by them, and
+# is refused rather than let every enqueue read it all.
+MAX_ENTRIES = 256
+# Linux: a socket is reached through its directory's descriptor.
+HAS_PROC_FDS = os.path.isdir("/proc/self/fd")
+# How to get a usable directory back, for the messages refusing one.
+REMEDY = (
+    "remove it, or give the processes an XDG_RUNTIME_DIR of their own "
+    "(see local_wakeup in docs/configuration.rst)"
+)
 
 
 def is_available():
@@ -40,34 +60,106 @@ def doorbell_directory(database, backend_name):
     projects on one host keep their doorbells apart, and from the alias, so a
     busy alias does not wake another's idle workers (as with NOTIFY).
     """
-    return Path(_directory(database, backend_name))
-
-
-def _directory(database, backend_name):
     connection = connections[database]
     found = connection.settings_dict
-    return _directory_named(
+    name = _directory_name(
         connection.vendor,
         str(found.get("NAME") or ""),
         str(found.get("HOST")),
         str(found.get("PORT")),
         backend_name,
     )
+    return _own_directory() / name
 
 
 @functools.lru_cache(maxsize=64)
-def _directory_named(vendor, name, host, port, backend_name):
+def _directory_name(vendor, name, host, port, backend_name):
     # Cached: a ring runs after every commit that makes jobs ready.
     if vendor == "sqlite":
         name = os.path.abspath(name)
     identity = "\0".join([vendor, name, host, port, backend_name])
-    digest = hashlib.sha256(identity.encode()).hexdigest()
-    return os.path.join(_own_directory(), digest[:20])
+    return hashlib.sha256(identity.encode()).hexdigest()[:20]
 
 
 def _own_directory():
-    """This user's directory for doorbells in the system's temporary directory."""
+    """This user's directory of doorbells.
+
+    In ``$XDG_RUNTIME_DIR`` when it is set and a directory of ours no one else
+    may enter: no other user can make anything there. Else in the system's
+    temporary directory, named with our uid, where another user could make
+    it first; _open_directory() then refuses it.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _is_private(runtime):
+        return Path(runtime) / "steady_queue"
     return Path(tempfile.gettempdir()) / f"steady_queue-{os.getuid()}"
+
+
+@functools.lru_cache(maxsize=8)
+def _is_private(path):
+    """Whether ``path`` is a directory of ours that no other user may enter."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(found.st_mode)
+        and found.st_uid == os.getuid()
+        and not found.st_mode & 0o077
+    )
+
+
+def _open_directory(directory, create=False):
+    """Open a doorbell directory; return a descriptor to work relative to.
+
+    Both levels (this user's directory, then the alias's) are opened without
+    following a symbolic link and checked on the open descriptor: ours, and
+    closed to other users. Swapping either for another after the check
+    changes nothing, as nothing goes by the path again. Made (0700) when
+    missing, with ``create``. Raises PermissionError saying what was
+    refused, or FileNotFoundError.
+    """
+    parent = os.open(directory.parent.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        own = _open_private(parent, directory.parent, create)
+    finally:
+        os.close(parent)
+    try:
+        return _open_private(own, directory, create)
+    finally:
+        os.close(own)
+
+
+def _open_private(parent, path, create):
+    """Open directory ``path`` (named in ``parent``, a descriptor) if it is
+    ours and closed to other users; return its descriptor."""
+    if create:
+        try:
+            os.mkdir(path.name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        opened = os.open(path.name, flags, dir_fd=parent)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise PermissionError(
+            f"{path} is a symbolic link or not a directory: refused, as it "
+            f"could lead anywhere; {REMEDY}"
+        ) from None
+    found = os.fstat(opened)
+    if found.st_uid != os.getuid():
+        problem = f"belongs to another user (uid {found.st_uid})"
+    elif found.st_mode & 0o077:
+        problem = f"is open to other users (mode {stat.S_IMODE(found.st_mode):o})"
+    else:
+        return opened
+    os.close(opened)
+    raise PermissionError(
+        f"{path} {problem}: refused, as they could read or forge this queue's "
+        f"wake-ups; {REMEDY}"
+    )
 
 
 def ring(database, backend_names):
@@ -78,22 +170,47 @@ def ring(database, backend_names):
     if not is_available():
         return
     for backend_name in backend_names:
-        directory = _directory(database, backend_name)
+        directory = doorbell_directory(database, backend_name)
         try:
-            entries = os.listdir(directory)
-        except OSError:
+            opened = _open_directory(directory)
+        except FileNotFoundError:
             continue  # No worker listens here (yet).
-        for entry in entries:
-            _ring_one(os.path.join(directory, entry))
+        except OSError as error:
+            _refuse_once(directory, str(error))
+            continue
+        try:
+            for name in _bells_in(opened, directory):
+                _ring_one(opened, directory, name)
+        finally:
+            os.close(opened)
 
 
-def _ring_one(path):
+def _bells_in(opened, directory):
+    """The sockets in an open doorbell directory; none if it holds too many."""
+    names = []
+    with os.scandir(opened) as entries:
+        for scanned, entry in enumerate(entries, 1):
+            if scanned > MAX_ENTRIES:
+                _refuse_once(
+                    directory,
+                    f"{directory} holds more than {MAX_ENTRIES} entries, more "
+                    "than this host's workers make: refused, so that no ring "
+                    "reads them all; remove it",
+                )
+                return []
+            # A symbolic link, only we could have made: never followed.
+            if entry.name.endswith(SUFFIX) and not entry.is_symlink():
+                names.append(entry.name)
+    return names
+
+
+def _ring_one(opened, directory, name):
     try:
-        _sender().sendto(RING, path)
+        _sender().sendto(RING, _address(opened, directory, name))
     except ConnectionRefusedError:
         # Bound by a worker that died without removing it.
         try:
-            os.unlink(path)
+            os.unlink(name, dir_fd=opened)
         except OSError:
             pass
     except OSError:
@@ -102,6 +219,25 @@ def _ring_one(path):
         pass
 
 
+def _address(opened, directory, name):
+    """The address of socket ``name`` in an open directory: through the
+    descriptor where /proc offers it (no path looked up again), else by its
+    path (checked as it was opened)."""
+    if HAS_PROC_FDS:
+        return os.fsencode(f"/proc/self/fd/{opened}/{name}")
+    return os.fsencode(directory / name)
+
+
+def _refuse_once(directory, why):
+    """Log why a directory is refused, once per directory and process: a ring
+    runs after every commit that makes jobs ready."""
+    if directory in _refused:
+        return
+    _refused.add(directory)
+    logger.warning("Local wake-ups not sent: %s. Workers find jobs by polling.", why)
+
+
+_refused = set()
 _sender_socket = None
 _sender_lock = threading.Lock()
 
@@ -127,31 +263,34 @@ class Doorbell:
         self.directory = doorbell_directory(database, backend_name)
         # The worker's name is unique to it: a new worker never takes over the
         # socket file of a dead one.
-        self.path = self.directory / f"{name}.sock"
+        self.name = f"{name}{SUFFIX}"
+        self.path = self.directory / self.name
         self.socket = None
+        # The directory, open while the socket is bound in it.
+        self.opened = None
 
     def open(self):
         """Bind the socket; return False, having logged why, if it cannot be."""
         if not is_available():
             return False
+        opened = made = None
         try:
-            _make_private_directory(_own_directory())
-            _make_private_directory(self.directory)
+            opened = _open_directory(self.directory, create=True)
             made = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            try:
-                made.setblocking(False)
-                made.bind(os.fsencode(self.path))
-            except OSError:
-                made.close()
-                raise
+            made.setblocking(False)
+            made.bind(_address(opened, self.directory, self.name))
         except OSError as error:
+            if made is not None:
+                made.close()
+            if opened is not None:
+                os.close(opened)
             logger.warning(
                 "No local wake-up for this worker (%s); it finds new jobs by "
                 "polling. Set the option local_wakeup to False to skip this.",
                 error,
             )
             return False
-        self.socket = made
+        self.socket, self.opened = made, opened
         return True
 
     def fileno(self):
@@ -172,15 +311,8 @@ class Doorbell:
         self.socket.close()
         self.socket = None
         try:
-            self.path.unlink()
+            os.unlink(self.name, dir_fd=self.opened)
         except OSError:
             pass
-
-
-def _make_private_directory(path):
-    """Make ``path`` readable by its owner alone, and refuse one owned by another
-    user: whoever owns it could listen for, or forge, this queue's wake-ups."""
-    path.mkdir(mode=0o700, exist_ok=True)
-    found = path.stat()
-    if found.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to another user (uid {found.st_uid})")
+        os.close(self.opened)
+        self.opened = None
