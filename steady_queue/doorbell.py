@@ -5,10 +5,10 @@ MySQL have nothing alike, so their workers poll. Yet the process that makes
 jobs ready (a web process enqueueing, a dispatcher) usually runs on the
 workers' host: always with SQLite, often with one MySQL server. So each worker
 also binds a Unix datagram socket in a directory named after its database and
-backend alias, and whatever makes that alias's jobs ready sends every socket
-there one byte after its commit. Workers on other hosts, or out of reach (a
-service with its own private /tmp, another user), find the jobs at their next
-poll, as before.
+backend alias, and whatever makes that alias's jobs ready sends one byte after
+its commit to as many of the sockets there as it made jobs ready. Workers on
+other hosts, or out of reach (a service with its own private /tmp, another
+user), find the jobs at their next poll, as before.
 
 The directory is this user's alone: in $XDG_RUNTIME_DIR where there is one,
 else under the temporary directory, where another user could make it first.
@@ -21,6 +21,7 @@ import functools
 import hashlib
 import logging
 import os
+import random
 import socket
 import stat
 import tempfile
@@ -162,14 +163,20 @@ def _open_private(parent, path, create):
     )
 
 
-def ring(database, backend_names):
-    """Wake the workers on this host of these backend aliases; never raises.
+def ring(database, jobs_by_backend):
+    """Wake workers on this host for jobs just made ready ({backend alias:
+    how many}); never raises.
 
-    A socket nobody listens on any more (its worker was killed) is removed.
+    As many workers as there are jobs, at most: each woken worker claims,
+    so waking every idle worker for one job cost each of them a claim that
+    found nothing. Each process takes its turn through the sockets from a
+    random start, so the rings spread over the workers. A socket nobody
+    listens on any more (its worker was killed) is removed, and the next
+    one rung in its place.
     """
     if not is_available():
         return
-    for backend_name in backend_names:
+    for backend_name, jobs in jobs_by_backend.items():
         directory = doorbell_directory(database, backend_name)
         try:
             opened = _open_directory(directory)
@@ -179,10 +186,35 @@ def ring(database, backend_names):
             _refuse_once(directory, str(error))
             continue
         try:
-            for name in _bells_in(opened, directory):
-                _ring_one(opened, directory, name)
+            _ring_some(opened, directory, jobs)
         finally:
             os.close(opened)
+
+
+def _ring_some(opened, directory, jobs):
+    """Ring up to ``jobs`` of the sockets in an open directory, in turn."""
+    names = sorted(_bells_in(opened, directory))
+    start = _take_turns(min(jobs, len(names)))
+    rung = 0
+    for turn in range(len(names)):
+        if rung >= jobs:
+            return
+        if _ring_one(opened, directory, names[(start + turn) % len(names)]):
+            rung += 1
+
+
+def _take_turns(count):
+    """Where the next ``count`` rings of this process start."""
+    global _next_turn
+    with _turn_lock:
+        start, _next_turn = _next_turn, _next_turn + count
+    return start
+
+
+def _start_turns_anywhere():
+    # Random in each process: forked web workers do not all ring in step.
+    global _next_turn
+    _next_turn = random.randrange(1 << 30)
 
 
 def _bells_in(opened, directory):
@@ -205,18 +237,22 @@ def _bells_in(opened, directory):
 
 
 def _ring_one(opened, directory, name):
+    """Ring one socket; return whether its worker is to wake."""
     try:
         _sender().sendto(RING, _address(opened, directory, name))
+    except BlockingIOError:
+        return True  # Full: a ring is already waiting to be read.
     except ConnectionRefusedError:
         # Bound by a worker that died without removing it.
         try:
             os.unlink(name, dir_fd=opened)
         except OSError:
             pass
+        return False
     except OSError:
-        # Full (a ring is already waiting to be read), gone since the listing,
-        # or not ours to write to: nothing to do either way.
-        pass
+        # Gone since the listing, or not ours to write to.
+        return False
+    return True
 
 
 def _address(opened, directory, name):
@@ -238,6 +274,11 @@ def _refuse_once(directory, why):
 
 
 _refused = set()
+_next_turn = 0
+_turn_lock = threading.Lock()
+_start_turns_anywhere()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_start_turns_anywhere)
 _sender_socket = None
 _sender_lock = threading.Lock()
 

@@ -135,7 +135,7 @@ def fastest_ring(times=5):
     spans = []
     for _ in range(times):
         started = time.perf_counter()
-        ring("default", ["default"])
+        ring("default", {"default": 1})
         spans.append(time.perf_counter() - started)
     return min(spans)
 
@@ -147,7 +147,7 @@ def test_a_directory_another_user_made_first_is_refused(other_user, shared_tmp, 
 
     assert not Doorbell("default", "default", "worker-victim").open()
     for _ in range(3):
-        ring("default", ["default"])
+        ring("default", {"default": 1})
 
     assert listener.datagrams() == 0
     assert "belongs to another user" in caplog.text
@@ -164,16 +164,13 @@ def test_a_symbolic_link_another_user_made_leads_nowhere(
     ours = shared_tmp / "ours"
     (ours / directory.name).mkdir(parents=True, mode=0o700)
     ours.chmod(0o700)
-    target = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    target.bind(os.fsencode(ours / directory.name / "target.sock"))
-    as_user(other_user, SYMLINK, ours, directory.parent)
-    try:
-        ring("default", ["default"])
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as target:
+        target.bind(os.fsencode(ours / directory.name / "target.sock"))
+        as_user(other_user, SYMLINK, ours, directory.parent)
+        ring("default", {"default": 1})
         assert not select.select([target], [], [], 0.2)[0]
-        assert not Doorbell("default", "default", "worker-victim").open()
-        assert "is a symbolic link" in caplog.text
-    finally:
-        target.close()
+    assert not Doorbell("default", "default", "worker-victim").open()
+    assert "is a symbolic link" in caplog.text
 
 
 def test_entries_another_user_planted_do_not_slow_a_ring(
@@ -226,7 +223,7 @@ def test_the_runtime_directory_is_used_where_there_is_one(
     assert bell.open()
     try:
         assert bell.directory.parent == runtime / "steady_queue"
-        ring("default", ["default"])
+        ring("default", {"default": 1})
         assert select.select([bell], [], [], scaled(5))[0]
     finally:
         bell.close()
