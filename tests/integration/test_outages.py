@@ -15,7 +15,6 @@ from steady_queue.processes.db import MAX_BACKOFF
 
 from .. import tasks
 from ..helpers import scaled, wait_for
-from .private_postgres import PostgresServer
 from .support import (
     ROOT,
     account_for,
@@ -156,17 +155,6 @@ while True:
         connection.close()
         time.sleep(0.05)
 """
-
-
-@pytest.fixture
-def private_postgres():
-    """A PostgreSQL server of this test's own, free to stop and start."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the private server is a PostgreSQL cluster")
-    server = PostgresServer.installed()
-    server.create()
-    yield server
-    server.remove()
 
 
 def enqueue_when_back(path, label, env):

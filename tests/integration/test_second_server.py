@@ -3,12 +3,10 @@ PostgreSQL server (started here with initdb), each alias drained by its own
 supervisor (docs/scaling.rst)."""
 
 import pytest
-from django.db import connection
 
 from steady_queue.models import Job
 
 from ..helpers import wait_for
-from .private_postgres import PostgresServer
 from .support import (
     enqueue_records,
     proc_stat,
@@ -22,21 +20,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 JOBS_PER_SERVER = 40
 
 
-@pytest.fixture
-def second_server():
-    if connection.vendor != "postgresql":
-        pytest.skip("the second server is a PostgreSQL cluster")
-    server = PostgresServer.installed()
-    server.create()
-    yield server
-    server.remove()
-
-
 def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
-    second_server, start_supervisor, tmp_path
+    private_postgres, start_supervisor, tmp_path
 ):
     path = tmp_path / "runs"
-    environment = {"SQ_TEST_SECOND_SERVER_PORT": str(second_server.port)}
+    environment = {"SQ_TEST_SECOND_SERVER_PORT": str(private_postgres.port)}
     run_manage_py("migrate", "--database", "second", "-v", "0", env=environment)
     run_manage_py(
         "shell",
@@ -70,6 +58,6 @@ def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
     assert not Job.objects.filter(backend_name="second").exists()
     print(
         f"second server: {JOBS_PER_SERVER} jobs on each of two PostgreSQL "
-        f"servers (the second on port {second_server.port}), each drained "
+        f"servers (the second on port {private_postgres.port}), each drained "
         "by its own alias's supervisor"
     )
