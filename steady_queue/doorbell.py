@@ -32,8 +32,11 @@ from django.db import connections
 
 logger = logging.getLogger("steady_queue")
 
-# What a ring sends. Its content does not matter: a datagram wakes the worker.
+# What a ring sends: any datagram wakes the worker. A worker that cannot take
+# the job it was woken for (its threads busy, its queues others) passes a RING
+# on to one other worker, once, as PASSED_ON, which goes no further.
 RING = b"!"
+PASSED_ON = b"."
 # A worker's socket file ends so; a ring sends to nothing else.
 SUFFIX = ".sock"
 # A ring reads at most this many entries of a directory: a host runs far fewer
@@ -191,16 +194,19 @@ def ring(database, jobs_by_backend):
             os.close(opened)
 
 
-def _ring_some(opened, directory, jobs):
-    """Ring up to ``jobs`` of the sockets in an open directory, in turn."""
-    names = sorted(_bells_in(opened, directory))
+def _ring_some(opened, directory, jobs, sound=RING, besides=None):
+    """Ring up to ``jobs`` of the sockets in an open directory (all but
+    ``besides``), in turn; return how many were rung."""
+    names = sorted(set(_bells_in(opened, directory)) - {besides})
     start = _take_turns(min(jobs, len(names)))
     rung = 0
     for turn in range(len(names)):
         if rung >= jobs:
-            return
-        if _ring_one(opened, directory, names[(start + turn) % len(names)]):
+            break
+        name = names[(start + turn) % len(names)]
+        if _ring_one(opened, directory, name, sound):
             rung += 1
+    return rung
 
 
 def _take_turns(count):
@@ -236,10 +242,10 @@ def _bells_in(opened, directory):
     return names
 
 
-def _ring_one(opened, directory, name):
+def _ring_one(opened, directory, name, sound=RING):
     """Ring one socket; return whether its worker is to wake."""
     try:
-        _sender().sendto(RING, _address(opened, directory, name))
+        _sender().sendto(sound, _address(opened, directory, name))
     except BlockingIOError:
         return True  # Full: a ring is already waiting to be read.
     except ConnectionRefusedError:
@@ -309,6 +315,8 @@ class Doorbell:
         self.socket = None
         # The directory, open while the socket is bound in it.
         self.opened = None
+        # Whether a ring this worker may pass on came since it last claimed.
+        self.rung = False
 
     def open(self):
         """Bind the socket; return False, having logged why, if it cannot be."""
@@ -340,10 +348,27 @@ class Doorbell:
     def drain(self):
         """Read every ring waiting on the socket."""
         try:
-            while self.socket.recv(64):
-                pass
+            while sound := self.socket.recv(64):
+                self.rung = self.rung or sound == RING
         except OSError:
             pass  # Nothing more to read.
+
+    def pass_on(self):
+        """Pass a ring this worker cannot answer (it claimed nothing) to one
+        other worker; return whether one was rung.
+
+        Once: the ring passed on is a PASSED_ON, which its receiver does not
+        pass further, so a ring costs at most one claim more, never a storm.
+        """
+        if not self.rung or self.socket is None:
+            return False
+        self.rung = False
+        try:
+            return bool(
+                _ring_some(self.opened, self.directory, 1, PASSED_ON, self.name)
+            )
+        except OSError:
+            return False  # The directory unreadable: a poll finds the job.
 
     def close(self):
         """Unbind and remove the socket file. Idempotent."""

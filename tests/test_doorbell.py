@@ -203,3 +203,18 @@ def test_an_enqueue_rings_one_worker_per_job(open_bell, jobs):
         enqueue_many(tasks.noop, [((), {})] * jobs)
 
     assert bells_rung(bells) == min(jobs, len(bells))
+
+
+def test_a_ring_a_worker_cannot_answer_is_passed_on_once(open_bell):
+    first, second, third = (open_bell(name=f"idle-{n}") for n in range(3))
+    ring("default", {"default": 1})
+    (woken,) = [bell for bell in (first, second, third) if rung(bell, 0.05)]
+    others = [bell for bell in (first, second, third) if bell is not woken]
+
+    # Its threads busy, or its queues others: it claimed nothing.
+    assert woken.pass_on()
+    (passed_to,) = [bell for bell in others if rung(bell, 0.05)]
+    # Passed on once: the next worker passes it no further.
+    assert not passed_to.pass_on()
+    assert bells_rung([first, second, third]) == 0
+    assert not woken.pass_on()
