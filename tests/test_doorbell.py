@@ -87,7 +87,9 @@ def test_a_ring_with_no_worker_listening_does_nothing():
 def test_a_directory_of_another_user_is_refused(tmp_path, monkeypatch, caplog):
     if os.getuid() != 0:
         pytest.skip("only root can give a directory to another user")
-    monkeypatch.setattr(doorbell, "_own_directory", lambda: tmp_path / "theirs")
+    monkeypatch.setattr(
+        doorbell.directory, "_own_directory", lambda: tmp_path / "theirs"
+    )
     (tmp_path / "theirs").mkdir(mode=0o700)
     os.chown(tmp_path / "theirs", 12345, 12345)
 

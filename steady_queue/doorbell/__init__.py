@@ -10,25 +10,19 @@ its commit to as many of the sockets there as it made jobs ready. Workers on
 other hosts, or out of reach (a service with its own private /tmp, another
 user), find the jobs at their next poll, as before.
 
-The directory is this user's alone: in $XDG_RUNTIME_DIR where there is one,
-else under the temporary directory, where another user could make it first.
-It is opened without following links and checked on the open descriptor, and
-a directory of another user, open to others, or crammed is refused.
+The directory is this user's alone, or refused (directory.py), and a ring
+reads a bounded part of it.
 """
 
-import errno
-import functools
-import hashlib
 import logging
 import os
 import random
 import socket
-import stat
-import tempfile
 import threading
-from pathlib import Path
 
-from django.db import connections
+from .directory import doorbell_directory, open_directory
+
+__all__ = ["Doorbell", "doorbell_directory", "is_available", "ring"]
 
 logger = logging.getLogger("steady_queue")
 
@@ -45,125 +39,11 @@ SUFFIX = ".sock"
 MAX_ENTRIES = 256
 # Linux: a socket is reached through its directory's descriptor.
 HAS_PROC_FDS = os.path.isdir("/proc/self/fd")
-# How to get a usable directory back, for the messages refusing one.
-REMEDY = (
-    "remove it, or give the processes an XDG_RUNTIME_DIR of their own "
-    "(see local_wakeup in docs/configuration.rst)"
-)
 
 
 def is_available():
     """Whether this platform has Unix datagram sockets (not Windows)."""
     return hasattr(socket, "AF_UNIX")
-
-
-def doorbell_directory(database, backend_name):
-    """The directory of the sockets of one backend alias's workers on a database.
-
-    Named from what identifies the database (vendor, name, host, port), so two
-    projects on one host keep their doorbells apart, and from the alias, so a
-    busy alias does not wake another's idle workers (as with NOTIFY).
-    """
-    connection = connections[database]
-    found = connection.settings_dict
-    name = _directory_name(
-        connection.vendor,
-        str(found.get("NAME") or ""),
-        str(found.get("HOST")),
-        str(found.get("PORT")),
-        backend_name,
-    )
-    return _own_directory() / name
-
-
-@functools.lru_cache(maxsize=64)
-def _directory_name(vendor, name, host, port, backend_name):
-    # Cached: a ring runs after every commit that makes jobs ready.
-    if vendor == "sqlite":
-        name = os.path.abspath(name)
-    identity = "\0".join([vendor, name, host, port, backend_name])
-    return hashlib.sha256(identity.encode()).hexdigest()[:20]
-
-
-def _own_directory():
-    """This user's directory of doorbells.
-
-    In ``$XDG_RUNTIME_DIR`` when it is set and a directory of ours no one else
-    may enter: no other user can make anything there. Else in the system's
-    temporary directory, named with our uid, where another user could make
-    it first; _open_directory() then refuses it.
-    """
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _is_private(runtime):
-        return Path(runtime) / "steady_queue"
-    return Path(tempfile.gettempdir()) / f"steady_queue-{os.getuid()}"
-
-
-@functools.lru_cache(maxsize=8)
-def _is_private(path):
-    """Whether ``path`` is a directory of ours that no other user may enter."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return False
-    return (
-        stat.S_ISDIR(found.st_mode)
-        and found.st_uid == os.getuid()
-        and not found.st_mode & 0o077
-    )
-
-
-def _open_directory(directory, create=False):
-    """Open a doorbell directory; return a descriptor to work relative to.
-
-    Both levels (this user's directory, then the alias's) are opened without
-    following a symbolic link and checked on the open descriptor: ours, and
-    closed to other users. Swapping either for another after the check
-    changes nothing, as nothing goes by the path again. Made (0700) when
-    missing, with ``create``. Raises PermissionError saying what was
-    refused, or FileNotFoundError.
-    """
-    parent = os.open(directory.parent.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        own = _open_private(parent, directory.parent, create)
-    finally:
-        os.close(parent)
-    try:
-        return _open_private(own, directory, create)
-    finally:
-        os.close(own)
-
-
-def _open_private(parent, path, create):
-    """Open directory ``path`` (named in ``parent``, a descriptor) if it is
-    ours and closed to other users; return its descriptor."""
-    if create:
-        try:
-            os.mkdir(path.name, 0o700, dir_fd=parent)
-        except FileExistsError:
-            pass
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        opened = os.open(path.name, flags, dir_fd=parent)
-    except OSError as error:
-        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
-        raise PermissionError(
-            f"{path} is a symbolic link or not a directory: refused, as it "
-            f"could lead anywhere; {REMEDY}"
-        ) from None
-    found = os.fstat(opened)
-    if found.st_uid != os.getuid():
-        problem = f"belongs to another user (uid {found.st_uid})"
-    elif found.st_mode & 0o077:
-        problem = f"is open to other users (mode {stat.S_IMODE(found.st_mode):o})"
-    else:
-        return opened
-    os.close(opened)
-    raise PermissionError(
-        f"{path} {problem}: refused, as they could read or forge this queue's "
-        f"wake-ups; {REMEDY}"
-    )
 
 
 def ring(database, jobs_by_backend):
@@ -182,7 +62,7 @@ def ring(database, jobs_by_backend):
     for backend_name, jobs in jobs_by_backend.items():
         directory = doorbell_directory(database, backend_name)
         try:
-            opened = _open_directory(directory)
+            opened = open_directory(directory)
         except FileNotFoundError:
             continue  # No worker listens here (yet).
         except OSError as error:
@@ -324,7 +204,7 @@ class Doorbell:
             return False
         opened = made = None
         try:
-            opened = _open_directory(self.directory, create=True)
+            opened = open_directory(self.directory, create=True)
             made = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             made.setblocking(False)
             made.bind(_address(opened, self.directory, self.name))
