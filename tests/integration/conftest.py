@@ -4,11 +4,9 @@ import signal
 import subprocess
 
 import pytest
-from django.db import connection
 
 from steady_queue.models import ClaimedExecution, Process
 
-from .private_postgres import PostgresServer
 from .support import live_group_members
 
 
@@ -59,17 +57,3 @@ def start_supervisor(start_supervisor, started_supervisors):
         members = live_group_members(process.pid)
         if members:
             started_supervisors["leftovers"][process.pid] = members
-
-
-@pytest.fixture
-def private_postgres():
-    """A PostgreSQL server of the test's own (initdb), free to stop and start.
-
-    In the PostgreSQL lane only: one run of the test matrix is enough.
-    """
-    if connection.vendor != "postgresql":
-        pytest.skip("a private PostgreSQL server runs in the PostgreSQL lane")
-    server = PostgresServer.installed()
-    server.create()
-    yield server
-    server.remove()

@@ -7,6 +7,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
+from django.db import connection
+
 from ..binaries import free_port, require
 from ..helpers import scaled
 
@@ -25,6 +28,17 @@ class PostgresServer:
         if os.geteuid() == 0:
             user = pwd.getpwnam(SERVER_USER)
             os.chown(self.folder, user.pw_uid, user.pw_gid)
+
+    @classmethod
+    def for_a_test(cls):
+        """Yield a started server of the test's own, removed afterwards (a
+        fixture's body). In the PostgreSQL lane only: one run is enough."""
+        if connection.vendor != "postgresql":
+            pytest.skip("a private PostgreSQL server runs in the PostgreSQL lane")
+        server = cls.installed()
+        server.create()
+        yield server
+        server.remove()
 
     @classmethod
     def installed(cls):

@@ -15,6 +15,7 @@ from steady_queue.processes.db import MAX_BACKOFF
 
 from .. import tasks
 from ..helpers import scaled, wait_for
+from .private_postgres import PostgresServer
 from .support import (
     ROOT,
     account_for,
@@ -155,6 +156,11 @@ while True:
         connection.close()
         time.sleep(0.05)
 """
+
+
+@pytest.fixture
+def private_postgres():
+    yield from PostgresServer.for_a_test()
 
 
 def enqueue_when_back(path, label, env):

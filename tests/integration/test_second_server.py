@@ -7,6 +7,7 @@ import pytest
 from steady_queue.models import Job
 
 from ..helpers import wait_for
+from .private_postgres import PostgresServer
 from .support import (
     enqueue_records,
     proc_stat,
@@ -18,6 +19,11 @@ from .support import (
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 JOBS_PER_SERVER = 40
+
+
+@pytest.fixture
+def private_postgres():
+    yield from PostgresServer.for_a_test()
 
 
 def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
