@@ -102,3 +102,22 @@ def run_outcome(job, **fields):
 def jobs_of(claims):
     """The jobs of ReadyExecution.objects.claim()'s Claims."""
     return [claim.job for claim in claims]
+
+
+def cancelled_then_retried_and_claimed(first, second):
+    """A job of a three-slot concurrency key, cancelled while process
+    ``first`` ran it (its run goes on, holding a slot), then retried and
+    claimed by process ``second``; return it."""
+    from steady_queue.processes.queue_selector import QueueSelector
+
+    from . import tasks
+
+    tasks.three_at_a_time.enqueue("/dev/null", "k", 0)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    (claim,) = ReadyExecution.objects.claim(selector, 5, registered_process(first))
+    job = claim.job
+    ClaimedExecution.objects.filter(job=job).cancel_all("ops")
+    assert FailedExecution.objects.filter(job_id=job.pk).retry_all().ready
+    claims = ReadyExecution.objects.claim(selector, 5, registered_process(second))
+    assert jobs_of(claims) == [job]
+    return job

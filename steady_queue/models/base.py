@@ -128,19 +128,20 @@ class QueueQuerySet(models.QuerySet):
             now = timezone.make_aware(now, UTC)
         return now
 
-    def notify_ready(self, backend_names):
-        """Tell the workers of these backend aliases about new ready jobs, once
-        committed: by NOTIFY on PostgreSQL, elsewhere by ringing the doorbells
-        of those on this host (doorbell.py)."""
-        if not backend_names:
+    def notify_ready(self, jobs_by_backend):
+        """Tell the workers of these backend aliases about new ready jobs
+        ({alias: how many}), once committed: by NOTIFY on PostgreSQL,
+        elsewhere by ringing the doorbells of as many of those on this host
+        as there are jobs (doorbell.py)."""
+        if not jobs_by_backend:
             return
         if not self.dialect.announces_ready_jobs:
             # After the commit: a worker woken sooner would find nothing.
-            ring = partial(doorbell.ring, self.db, sorted(set(backend_names)))
+            ring = partial(doorbell.ring, self.db, dict(jobs_by_backend))
             transaction.on_commit(ring, using=self.db, robust=True)
             return
         with self.connection.cursor() as cursor:
-            self.dialect.announce_ready(cursor, READY_CHANNEL, backend_names)
+            self.dialect.announce_ready(cursor, READY_CHANNEL, list(jobs_by_backend))
 
     def run_prepared(self, sql, params):
         """Run a hot-path statement (prepared on PostgreSQL if allowed); return rows.

@@ -1,6 +1,7 @@
 """CancelledRun: a cancelled job whose run may still be going, and its slot."""
 
 from django.db import models
+from django.db.models import Min
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
@@ -16,6 +17,11 @@ class CancelledRunQuerySet(QueueQuerySet):
         job is failed at once, but its run goes on until its worker stops it
         (a thread cannot be interrupted), and the next run of its key must
         not start before.
+
+        One row per run: a job retried after its cancel and cancelled again
+        while its first run still goes on has two, each holding the slots of
+        its own run. The rows are written under the locks of the claims the
+        caller deleted, so one run is never recorded twice.
         """
         now = timezone.now()
         self.bulk_create(
@@ -32,10 +38,24 @@ class CancelledRunQuerySet(QueueQuerySet):
             ]
         )
 
-    def of(self, process_id, job_ids=None):
-        """The cancelled runs a process was running (among ``job_ids``)."""
-        runs = self.filter(process_id=process_id)
-        return runs if job_ids is None else runs.filter(job_id__in=job_ids)
+    def of(self, process_id):
+        """The cancelled runs a process was making."""
+        return self.filter(process_id=process_id)
+
+    def ended(self, process_id, job_ids):
+        """One cancelled run of each of these jobs, which has ended in process
+        ``process_id``.
+
+        A process can be making two cancelled runs of one job (in thread mode,
+        where a cancelled thread runs on, the job retried, claimed there again
+        and cancelled again): the run that returns gives back its own slots,
+        not the other's too. The oldest row stands for it: both hold the
+        same keys.
+        """
+        runs = self.filter(process_id=process_id, job_id__in=job_ids)
+        return self.filter(
+            pk__in=runs.values("job_id").annotate(first=Min("pk")).values("first")
+        )
 
     def stopped(self):
         """These runs have stopped: give back their slots; return how many.
@@ -56,10 +76,11 @@ class CancelledRun(models.Model):
 
     The job is failed when cancelled; this row keeps its concurrency slot
     until the run has stopped: its worker saw the cancel and the run ended,
-    or its process ended (deregistered, or pruned as dead).
+    or its process ended (deregistered, or pruned as dead). A job has one
+    row per cancelled run still going: retried and cancelled again, two.
     """
 
-    job_id = models.BigIntegerField(unique=True)
+    job_id = models.BigIntegerField()
     process_id = models.BigIntegerField()
     concurrency_key = models.CharField(max_length=255)
     # The job's other concurrency keys, under stacked limits.

@@ -141,9 +141,13 @@ class Process(models.Model):
             self.pk
         )
 
-    def cancelled_runs(self, job_ids=None):
+    def cancelled_runs(self):
         """Runs of cancelled jobs this process may still be making."""
-        return CancelledRun.objects.using(self._state.db).of(self.pk, job_ids)
+        return CancelledRun.objects.using(self._state.db).of(self.pk)
+
+    def cancelled_runs_ended(self, job_ids):
+        """One cancelled run of each of these jobs, ended in this process."""
+        return CancelledRun.objects.using(self._state.db).ended(self.pk, job_ids)
 
     def still_holds(self, job_ids):
         """Which of these jobs this process still holds a claim on."""

@@ -1,5 +1,7 @@
 """ReadyExecution: the hot table workers claim from."""
 
+from collections import Counter
+
 from django.db import models, transaction
 from django.db.models import Count
 from django.utils import timezone
@@ -49,7 +51,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 created_at=job.enqueued_at,
             )
         )
-        self.notify_ready({job.backend_name})
+        self.notify_ready({job.backend_name: 1})
         return execution
 
     def create_all_for(self, jobs, now=None):
@@ -76,7 +78,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             ]
         )
         # After the rows: in autocommit the wake-up must follow their commit.
-        self.notify_ready({backend_name for *_, backend_name in rows})
+        self.notify_ready(Counter(backend_name for *_, backend_name in rows))
         return executions
 
     def discard_all(self):

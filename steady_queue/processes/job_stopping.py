@@ -136,4 +136,4 @@ class JobStopping:
     def stop_cancelled_runs(self, job_ids):
         """These cancelled runs have stopped here: give back their slots."""
         with transaction.atomic(using=self.database):
-            self.process.cancelled_runs(job_ids).stopped()
+            self.process.cancelled_runs_ended(job_ids).stopped()

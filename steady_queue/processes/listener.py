@@ -9,6 +9,7 @@ from django.db import connections
 
 from ..dialects import dialect_for
 from ..models.base import READY_CHANNEL
+from .db import MAX_BACKOFF, QuietRepeats, backoff_after
 from .interruptible import Interruptible
 
 logger = logging.getLogger("steady_queue")
@@ -101,21 +102,27 @@ class ReadyListener(Interruptible):
 
     def _run(self):
         failures = 0
+        warnings = QuietRepeats()
         while not self._stopped.is_set():
             try:
                 self._listen()
                 failures = 0
             except Exception as error:
                 failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures - 1, 6))
-                logger.warning(
-                    "%s: LISTEN connection to database %r lost (%s); polling "
-                    "meanwhile, reconnecting in %.1fs",
-                    self.name,
-                    self.database,
-                    str(error).strip().splitlines()[0] if str(error).strip() else error,
-                    delay,
-                )
+                delay = backoff_after(failures)
+                left_out = warnings.note(capped=delay >= MAX_BACKOFF)
+                if left_out is not None:
+                    logger.warning(
+                        "%s: LISTEN connection to database %r lost (%s); polling "
+                        "meanwhile, reconnecting in %.1fs%s",
+                        self.name,
+                        self.database,
+                        str(error).strip().splitlines()[0]
+                        if str(error).strip()
+                        else error,
+                        delay,
+                        left_out,
+                    )
                 self.interruptible_sleep(delay)
 
     def _listen(self):

@@ -134,6 +134,15 @@ class Worker(JobStopping, Poller):
             self.doorbell = doorbell
             self.wake_also_on(doorbell)
 
+    def pass_on_ring(self):
+        """Woken by a ring for a job this worker cannot take: wake another."""
+        if self.doorbell is not None:
+            self.doorbell.pass_on()
+
+    def answered_ring(self):
+        if self.doorbell is not None:
+            self.doorbell.rung = False
+
     def close_doorbell(self):
         if self.doorbell is not None:
             self.stop_waking_on(self.doorbell)
@@ -166,6 +175,7 @@ class Worker(JobStopping, Poller):
         room = self.pool.idle_threads + self.prefetch.size() - len(self.waiting)
         wanted = self.recycler.claim_limit(room)
         if self.stopping or wanted <= 0:
+            self.pass_on_ring()
             return self.sleep_at_most(FULL_POOL_WAIT)
         try:
             claims = ReadyExecution.objects.using(self.database).claim(
@@ -178,6 +188,10 @@ class Worker(JobStopping, Poller):
             raise
         self.recycler.count_claimed(len(claims))
         self.prefetch.claimed(wanted, len(claims))
+        if claims:
+            self.answered_ring()
+        else:
+            self.pass_on_ring()
         if claims and not self.in_flight:
             # Fresh claims are held: the first check is due an interval on.
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL

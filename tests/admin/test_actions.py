@@ -12,7 +12,7 @@ from steady_queue.models import (
     ScheduledExecution,
 )
 from tests.admin.conftest import VIEW, staff_with
-from tests.factories import make_job
+from tests.factories import cancelled_then_retried_and_claimed, make_job
 
 pytestmark = pytest.mark.django_db
 LIST = reverse("admin:steady_queue_job_changelist")
@@ -182,6 +182,18 @@ def test_the_cancel_button_on_a_running_jobs_page(operator):
     response = operator.post(url, follow=True)
     assert "its worker stops it within a second or two" in response.content.decode()
     assert_cancelled_by(job, "root (admin)")
+
+
+def test_a_retried_job_whose_first_cancelled_run_goes_on_is_cancelled_again(
+    operator,
+):
+    job = cancelled_then_retried_and_claimed(7, 8)
+    url = reverse("admin:steady_queue_job_operate", args=[job.pk, "cancel"])
+    response = operator.post(url, follow=True)
+    assert "its worker stops it within a second or two" in response.content.decode()
+    job.refresh_from_db()
+    assert len(job.errors) == 2
+    assert FailedExecution.objects.filter(job_id=job.pk).exists()
 
 
 def test_cancel_needs_its_own_permission(client):

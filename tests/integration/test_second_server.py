@@ -2,20 +2,12 @@
 PostgreSQL server (started here with initdb), each alias drained by its own
 supervisor (docs/scaling.rst)."""
 
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
-from django.db import connection
 
 from steady_queue.models import Job
 
-from ..binaries import free_port, require
-from ..helpers import scaled, wait_for
+from ..helpers import wait_for
+from .private_postgres import PostgresServer
 from .support import (
     enqueue_records,
     proc_stat,
@@ -27,74 +19,18 @@ from .support import (
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 JOBS_PER_SERVER = 40
-# initdb and the server refuse to run as root; as root they run as this user.
-SERVER_USER = "postgres"
-
-
-class PostgresServer:
-    """A throwaway PostgreSQL cluster on a free port, trusting local users."""
-
-    def __init__(self, bindir):
-        self.bindir = bindir
-        self.port = free_port()
-        self.folder = Path(tempfile.mkdtemp(prefix="sq-second-server-"))
-        self.data = self.folder / "data"
-        if os.geteuid() == 0:
-            user = pwd.getpwnam(SERVER_USER)
-            os.chown(self.folder, user.pw_uid, user.pw_gid)
-
-    def run(self, program, *args):
-        command = [str(self.bindir / program), *args]
-        if os.geteuid() == 0:
-            command = ["runuser", "-u", SERVER_USER, "--", *command]
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=scaled(60)
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-
-    def start(self):
-        self.run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust")
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.folder} -c fsync=off"
-        )
-        self.run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-o",
-            options,
-            "-w",
-            "-l",
-            str(self.folder / "server.log"),
-            "start",
-        )
-
-    def remove(self):
-        if (self.data / "postmaster.pid").exists():
-            self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @pytest.fixture
-def second_server():
-    if connection.vendor != "postgresql":
-        pytest.skip("the second server is a PostgreSQL cluster")
-    # Debian keeps the server's programs out of PATH, one folder per version.
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    initdb = found[-1] if found else Path(require("initdb", "postgresql"))
-    bindir = initdb.parent
-    server = PostgresServer(bindir)
-    server.start()
-    yield server
-    server.remove()
+def private_postgres():
+    yield from PostgresServer.for_a_test()
 
 
 def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
-    second_server, start_supervisor, tmp_path
+    private_postgres, start_supervisor, tmp_path
 ):
     path = tmp_path / "runs"
-    environment = {"SQ_TEST_SECOND_SERVER_PORT": str(second_server.port)}
+    environment = {"SQ_TEST_SECOND_SERVER_PORT": str(private_postgres.port)}
     run_manage_py("migrate", "--database", "second", "-v", "0", env=environment)
     run_manage_py(
         "shell",
@@ -128,6 +64,6 @@ def test_an_alias_on_a_second_server_is_drained_by_its_own_supervisor(
     assert not Job.objects.filter(backend_name="second").exists()
     print(
         f"second server: {JOBS_PER_SERVER} jobs on each of two PostgreSQL "
-        f"servers (the second on port {second_server.port}), each drained "
+        f"servers (the second on port {private_postgres.port}), each drained "
         "by its own alias's supervisor"
     )

@@ -7,13 +7,20 @@ from steady_queue.models import (
     BlockedExecution,
     CancelledRun,
     ClaimedExecution,
+    FailedExecution,
     Process,
     ReadyExecution,
+    Semaphore,
 )
 from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
-from ..factories import jobs_of, registered_process, run_outcome
+from ..factories import (
+    cancelled_then_retried_and_claimed,
+    jobs_of,
+    registered_process,
+    run_outcome,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +88,33 @@ def test_another_process_finishing_does_not_free_the_slot():
     ClaimedExecution.objects.finalize_all([outcome], 8)
 
     assert blocked(waiting)
+
+
+def slots_taken():
+    return sum(s.limit - s.value for s in Semaphore.objects.filter(key__endswith="k"))
+
+
+@pytest.mark.parametrize("second", [8, 7], ids=["other-process", "same-process"])
+def test_a_retried_job_can_be_cancelled_again_while_its_first_run_goes_on(second):
+    job = cancelled_then_retried_and_claimed(7, second)
+
+    assert cancel(job) == [job.pk]
+    assert FailedExecution.objects.filter(job_id=job.pk).exists()
+    # Each run goes on, each holding its own slot.
+    assert CancelledRun.objects.filter(job_id=job.pk).count() == 2
+    assert slots_taken() == 2
+
+
+@pytest.mark.parametrize("second", [8, 7], ids=["other-process", "same-process"])
+def test_each_cancelled_run_of_a_job_gives_back_its_own_slot(second):
+    job = cancelled_then_retried_and_claimed(7, second)
+    cancel(job)
+    outcome = run_outcome(
+        job, worker_id="w", finished_at=timezone.now(), succeeded=True
+    )
+
+    ClaimedExecution.objects.finalize_all([outcome], 7)
+    assert slots_taken() == 1
+    ClaimedExecution.objects.finalize_all([outcome], second)
+    assert slots_taken() == 0
+    assert not CancelledRun.objects.exists()

@@ -1,5 +1,6 @@
 """The runtime's small parts: pool, wake-up pipe, database guard, restart policy."""
 
+import logging
 import signal
 import threading
 import time
@@ -7,6 +8,7 @@ import time
 import pytest
 from django.db import OperationalError
 
+from steady_queue.processes import db
 from steady_queue.processes.db import DatabaseGuard, retrying_lock_conflicts
 from steady_queue.processes.fork_supervisor import describe_exit
 from steady_queue.processes.interruptible import Interruptible
@@ -89,6 +91,10 @@ class TestInterruptible:
         assert sleeper.interruptible_sleep(0) is False
 
 
+def down():
+    raise OperationalError("server closed the connection unexpectedly")
+
+
 class TestDatabaseGuard:
     def test_returns_the_value_when_the_call_works(self):
         assert DatabaseGuard("default", "test").call(lambda: 7) == (True, 7)
@@ -104,6 +110,36 @@ class TestDatabaseGuard:
         assert guard.seconds_since_failure() < 5
         assert guard.call(lambda: None) == (True, None)
         assert guard.failures == 0
+
+    def test_the_wait_between_attempts_stops_growing_at_two_seconds(self):
+        guard = DatabaseGuard("default", "test")
+        delays = [guard.call(down)[1] for _ in range(8)]
+        # However long the outage, the database's return is seen within 2 s.
+        assert delays == [0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+
+    def test_a_long_outage_is_logged_once_every_30_s_at_the_longest_wait(
+        self, caplog, monkeypatch
+    ):
+        caplog.set_level(logging.INFO, "steady_queue")
+        guard = DatabaseGuard("default", "test")
+        for _ in range(10):
+            guard.call(down)
+        lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert [line[-16:] for line in lines] == [
+            "retrying in 0.5s",
+            "retrying in 1.0s",
+            "retrying in 2.0s",
+        ]
+        caplog.clear()
+        monkeypatch.setattr(db, "QUIET_LOG_INTERVAL", 0.0)
+        guard.call(down)
+        assert (
+            caplog.records[-1]
+            .getMessage()
+            .endswith("retrying in 2.0s (7 more failures since the last warning)")
+        )
+        guard.call(lambda: None)
+        assert "reachable again (after 11 failed attempts)" in caplog.text
 
     def test_unexpected_errors_are_contained_too(self):
         guard = DatabaseGuard("default", "test")

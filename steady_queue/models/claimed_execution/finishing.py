@@ -183,7 +183,7 @@ class Finishing:
             if job_id not in held_ids and outcome.job.concurrency_key
         ]
         if ended:
-            CancelledRun.objects.using(self.db).of(process_id, ended).stopped()
+            CancelledRun.objects.using(self.db).ended(process_id, ended).stopped()
 
     def _delete_held(self, process_id, job_ids):
         """Delete the claims a process still holds among these jobs; their ids.

@@ -147,6 +147,14 @@ class Releasing:
         its concurrency slot until that run has stopped (CancelledRun). A job
         that finished meanwhile has no claim left and is not touched. Never
         retried.
+
+        Locking: the claims are deleted with their rows locked, and whoever
+        deletes one (this cancel, a finish, a supervisor) alone records its
+        run's end; the CancelledRun of a run is written in the same
+        transaction, so one run holds one slot, given back once. A job
+        retried after a cancel and cancelled again while its first run goes
+        on holds a slot for each run, one row each, each given back when its
+        own run stops.
         """
         error = cancellation_payload(by, timezone.now())
         process_ids = set(self.values_list("process_id", flat=True))

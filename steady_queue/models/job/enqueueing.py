@@ -341,7 +341,7 @@ class Enqueueing:
         mark_saved(job, rows[0][0], self.db)
         if not job.is_scheduled:
             # Committed by the statement: its workers are woken now.
-            self.notify_ready({job.backend_name})
+            self.notify_ready({job.backend_name: 1})
 
     def _job_row_values(self, job):
         """The job row's values in the one-statement enqueues' column order."""
