@@ -65,11 +65,11 @@ class Outcome:
         job.started_at = job.started_at or self.claimed_at
         job.last_attempted_at = self.claimed_at
         if self.worker_id:
-            job.worker_ids = [*job.worker_ids, self.worker_id]
+            job.count_run_by(self.worker_id)
         if self.succeeded:
             job.return_value = self.return_value
         elif not self.snoozed:
-            job.errors = [*job.errors, self.error_with_times()]
+            job.add_error(self.error_with_times())
         return job
 
     def error_with_times(self):
