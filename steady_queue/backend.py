@@ -212,6 +212,7 @@ class _Requests:
         self.job_class, self.request_class = models.Job, models.EnqueueRequest
         self.task = task
         self.task_path = task.module_path
+        self.max_argument_bytes = backend.config.max_argument_bytes
         self.limits = limits_of(task)
         self.unique = unique_of(task)
         opened = _open_batch_for(backend, task)
@@ -233,7 +234,9 @@ class _Requests:
         keys = limits.keys_for(task, args, kwargs) if limits else ((), ())
         job = self.job_class.unsaved(
             **self.columns,
-            arguments=serialize_arguments(self.task_path, args, kwargs),
+            arguments=serialize_arguments(
+                self.task_path, args, kwargs, self.max_argument_bytes
+            ),
             **self.job_class.limit_columns(*keys),
         )
         return self.request_class(

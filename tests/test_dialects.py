@@ -100,3 +100,36 @@ def test_a_database_is_named_by_where_it_is_and_never_by_its_password(monkeypatc
         assert described == (
             f"default ({connection.display_name} 'shop' on db.example.com:6543)"
         )
+
+
+class _StateError(Exception):
+    """A driver error carrying a SQLSTATE, as psycopg's and PyMySQL's do."""
+
+    def __init__(self, *args, sqlstate):
+        super().__init__(*args)
+        self.sqlstate = sqlstate
+
+
+def refused_by_driver(*args, sqlstate):
+    error = OperationalError(*args)
+    error.__cause__ = _StateError(*args, sqlstate=sqlstate)
+    return error
+
+
+def test_a_row_too_large_is_the_rows_fault_though_mariadb_drops_the_link():
+    from steady_queue.dialects import is_refused_row, refuses_the_row
+
+    # MariaDB sends 1153 with SQLSTATE 08S01, a lost link's, and then drops
+    # the connection; a retry would send the same packet.
+    packet = refused_by_driver(
+        1153, "Got a packet bigger than 'max_allowed_packet' bytes", sqlstate="08S01"
+    )
+    too_long = OperationalError(1406, "Data too long for column 'x' at row 1")
+    jsonb = refused_by_driver(
+        "total size of jsonb array elements exceeds the maximum", sqlstate="54000"
+    )
+    for error in (packet, too_long, jsonb):
+        assert is_refused_row(error)
+        assert refuses_the_row(error, connection)
+    assert not is_refused_row(OperationalError(2006, "MySQL server has gone away"))
+    assert not is_refused_row(refused_by_driver("terminating", sqlstate="57P01"))

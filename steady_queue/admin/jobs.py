@@ -174,7 +174,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     @admin.display(description="attempts")
     def attempts(self, job):
         # A run that ended adds its worker; errors count runs that left no id.
-        ended = max(len(job.worker_ids or ()), len(job.errors or ()))
+        ended = max(job.attempts, job.error_count)
         # The run going on now is an attempt too, as get_result() counts it.
         return ended + (1 if observe(job).state == State.RUNNING else 0)
 

@@ -97,6 +97,9 @@ class Options:
     # The metrics give at most this many queues, and this many tasks, their
     # own label; the rest are summed under "other" (reporting.metrics).
     metrics_label_limit: int = 50
+    # The most a call's arguments may take as JSON; a larger call is refused at
+    # enqueue (pipeline.arguments.MAX_ARGUMENT_BYTES, 1 MiB).
+    max_argument_bytes: int = 1024 * 1024
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).

@@ -329,6 +329,7 @@ READERS = {
     "concurrency_duration": _duration,
     "retry": lambda v, w, e: _retry_policy(v, w, e),
     "metrics_label_limit": _positive_int,
+    "max_argument_bytes": _positive_int,
     "scheduler": lambda v, w, e: _section(v, w, _SCHEDULER_READERS, SchedulerConfig, e),
     "recurring": _recurring,
 }

@@ -62,6 +62,13 @@ def refuses_the_row(error, connection):
     for it (fail a job without writing it, say). Anything else, while a
     trivial query still works, is the row's own.
     """
+    if is_refused_row(error):
+        # MariaDB drops the connection after refusing a packet over its
+        # max_allowed_packet (SQLSTATE 08S01, as a lost link): a fresh
+        # connection will do, the database is fine.
+        if not answers(connection):
+            connection.close()
+        return True
     if is_lock_conflict(error) or is_connection_lost(error):
         return False
     # Not enough alone: a failed rollback makes Django drop the connection,
@@ -75,6 +82,12 @@ def is_connection_lost(error):
     if isinstance(error, InterfaceError):
         return True
     return any(dialect.is_connection_lost(error) for dialect in DIALECTS.values())
+
+
+def is_refused_row(error):
+    """Whether a database error says the row itself cannot be stored (too
+    large, text the column cannot hold), whatever the connection's state."""
+    return any(dialect.is_refused_row(error) for dialect in DIALECTS.values())
 
 
 def answers(connection):

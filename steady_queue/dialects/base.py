@@ -172,3 +172,7 @@ class Dialect:
     def is_lock_conflict(self, error):
         """Whether this error is one of this family's retryable lock conflicts."""
         return False
+
+    def is_refused_row(self, error):
+        """Whether this error is this family's refusal of a row's contents."""
+        return False

@@ -15,6 +15,12 @@ LOCK_CONFLICT_CODES = {1205, 1213, 1969, 3024, 3572}
 # out of sync, 2055 lost connection at the handshake: the connection is gone.
 CONNECTION_LOST_CODES = {2006, 2013, 2014, 2055}
 
+# 1153 a packet over max_allowed_packet (the server then drops the
+# connection), 1301 a result over it, 1366 text the column's character set
+# cannot hold, 1406 data too long for its column: the row's contents are
+# refused; written again, they would be refused again.
+REFUSED_ROW_CODES = {1153, 1301, 1366, 1406}
+
 # InnoDB's own estimate of a table's rows (statistics, not a count).
 ESTIMATED_ROWS_SQL = (
     "SELECT table_rows FROM information_schema.tables "
@@ -109,3 +115,7 @@ class MySQL(Dialect):
         cause = error.__cause__ or error
         args = getattr(cause, "args", ())
         return bool(args) and args[0] in LOCK_CONFLICT_CODES
+
+    def is_refused_row(self, error):
+        args = getattr(error.__cause__ or error, "args", ())
+        return bool(args) and args[0] in REFUSED_ROW_CODES

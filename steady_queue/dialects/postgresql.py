@@ -14,6 +14,11 @@ LOCK_CONFLICT_STATES = {"40P01", "55P03", "57014"}
 # down or restarting): the connection is gone, whatever the statement was.
 CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}
 
+# 54000 a value over a limit (a jsonb over 255 MiB), 22021 a byte sequence
+# invalid in the encoding, 22P05 text that cannot be translated (a NUL in
+# jsonb): the row's contents are refused, whatever is tried again.
+REFUSED_ROW_STATES = {"54000", "22021", "22P05"}
+
 # Announce the backend aliases with new ready jobs; delivered when the
 # transaction commits.
 ANNOUNCE_READY_SQL = "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name"
@@ -104,6 +109,10 @@ class PostgreSQL(Dialect):
     def is_lock_conflict(self, error):
         cause = error.__cause__ or error
         return getattr(cause, "sqlstate", None) in LOCK_CONFLICT_STATES
+
+    def is_refused_row(self, error):
+        cause = error.__cause__ or error
+        return getattr(cause, "sqlstate", None) in REFUSED_ROW_STATES
 
 
 @functools.cache

@@ -12,6 +12,8 @@ OUTCOME_COLUMNS = (
     ("worker_ids", "jsonb"),
     ("return_value", "jsonb"),
     ("errors", "jsonb"),
+    ("runs_dropped", "integer"),
+    ("errors_dropped", "integer"),
 )
 OUTCOME_FIELDS = [name for name, _ in OUTCOME_COLUMNS]
 

@@ -28,6 +28,7 @@ from ..exceptions import (
     ArgumentsUnreadableError,
     EnqueueError,
 )
+from .json_size import json_bytes, over_the_limit
 from .signing import SIGNATURE, holds_valid_signature, signature_of
 
 TAG = "__sq__"
@@ -42,12 +43,23 @@ SUPPORTED = (
 )
 
 
+# The default limit on a call's arguments as JSON (OPTIONS["max_argument_bytes"]):
+# each row is read by every claim and every look at the job, and MariaDB
+# refuses a statement over its max_allowed_packet (16 MiB by default).
+MAX_ARGUMENT_BYTES = 1024 * 1024
+
+
 class ArgumentError(EnqueueError, TypeError):
     """An argument cannot be stored as JSON; the message names it and its type."""
 
 
-def serialize_arguments(task_path, args, kwargs):
-    """Return ``{"args": [...], "kwargs": {...}}`` or raise ArgumentError."""
+class ArgumentsTooLargeError(EnqueueError):
+    """A call's arguments are larger than the limit; the message gives both."""
+
+
+def serialize_arguments(task_path, args, kwargs, max_bytes=MAX_ARGUMENT_BYTES):
+    """Return ``{"args": [...], "kwargs": {...}}``; raise ArgumentError for a
+    value JSON cannot hold, ArgumentsTooLargeError past ``max_bytes``."""
     encoder = Encoder(task_path)
     stored = {
         "args": [
@@ -63,6 +75,13 @@ def serialize_arguments(task_path, args, kwargs):
         stored[TAGGED] = True
     if encoder.names_models:
         stored[SIGNATURE] = signature_of(task_path, _model_tags(stored))
+    too_large = over_the_limit(json_bytes(stored), max_bytes, "arguments")
+    if too_large:
+        raise ArgumentsTooLargeError(
+            f"The arguments of task {task_path!r} cannot be enqueued: {too_large} "
+            "(OPTIONS['max_argument_bytes']). Store large data in your own "
+            "models (or files) and pass its id. Nothing was enqueued."
+        )
     return stored
 
 

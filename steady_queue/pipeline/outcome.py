@@ -8,6 +8,7 @@ from typing import Any
 
 from ..exceptions import ResultNotStorableError, exception_class_of
 from . import return_values
+from .json_size import over_the_limit
 
 # A return value is kept in the job row; bigger ones are refused (the job fails)
 # rather than risking a write the database refuses (MariaDB's max_allowed_packet
@@ -65,11 +66,11 @@ class Outcome:
         job.started_at = job.started_at or self.claimed_at
         job.last_attempted_at = self.claimed_at
         if self.worker_id:
-            job.worker_ids = [*job.worker_ids, self.worker_id]
+            job.count_run_by(self.worker_id)
         if self.succeeded:
             job.return_value = self.return_value
         elif not self.snoozed:
-            job.errors = [*job.errors, self.error_with_times()]
+            job.add_error(self.error_with_times())
         return job
 
     def error_with_times(self):
@@ -129,10 +130,10 @@ def refuse_unstorable(value):
             "it holds a NUL character (\\x00), which PostgreSQL cannot keep in JSON",
             "Encode binary data (base64) or strip the NULs.",
         )
-    if size > MAX_RESULT_BYTES:
+    too_large = over_the_limit(size, MAX_RESULT_BYTES, "results")
+    if too_large:
         raise ResultNotStorableError(
-            f"it is {size:,} bytes as JSON, over the {MAX_RESULT_BYTES:,}-byte "
-            "limit for results",
+            too_large,
             "Store large output elsewhere (a file, a model) and return a "
             "reference to it.",
         )

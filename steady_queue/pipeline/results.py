@@ -1,5 +1,7 @@
 """Builds TaskResults from job rows: the one place a result is put together."""
 
+from dataclasses import dataclass
+
 from ..compat import TaskError, TaskResult, TaskResultStatus
 from .arguments import json_arguments
 from .return_values import returned_value
@@ -32,7 +34,7 @@ def build_result(
     if worker_ids is None:
         worker_ids = list(job.worker_ids)
     args, kwargs = json_arguments(job.arguments)
-    result = TaskResult(
+    result = StoredTaskResult(
         task=task,
         id=str(job.pk),
         status=status,
@@ -52,6 +54,7 @@ def build_result(
             for error in job.errors
         ],
         worker_ids=worker_ids,
+        runs_dropped=job.runs_dropped,
     )
     if status == TaskResultStatus.SUCCESSFUL:
         # _return_value is not an init field of the frozen dataclass.
@@ -61,4 +64,38 @@ def build_result(
     return result
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredTaskResult(TaskResult):
+    """A TaskResult whose attempts also count the runs whose worker names the
+    row no longer keeps (Job.count_run_by keeps the last few)."""
+
+    runs_dropped: int = 0
+
+    @property
+    def attempts(self):
+        return self.runs_dropped + len(self.worker_ids)
+
+    def refresh(self):
+        self._take_from(self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self):
+        self._take_from(await self.task.get_backend().aget_result(self.id))
+
+    def _take_from(self, refreshed):
+        for name in _REFRESHED:
+            object.__setattr__(self, name, getattr(refreshed, name))
+
+
+# What refresh() reads again: Django's list (TASK_REFRESH_ATTRS), and the count.
+_REFRESHED = (
+    "errors",
+    "_return_value",
+    "finished_at",
+    "started_at",
+    "last_attempted_at",
+    "status",
+    "enqueued_at",
+    "worker_ids",
+    "runs_dropped",
+)
 _FINISHED = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}

@@ -96,7 +96,7 @@ class JobRunner:
                 "Task id=%s path=%s attempt %d failed (%s); retrying at %s",
                 outcome.job.pk,
                 outcome.job.task_path,
-                len(outcome.job.errors),
+                outcome.job.error_count,
                 outcome.exception_class.__name__ if outcome.exception_class else "?",
                 outcome.retry_at.isoformat(),
             )

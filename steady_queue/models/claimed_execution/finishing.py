@@ -287,7 +287,7 @@ def with_retry_decided(outcome):
         # it again).
         return outcome
     # Every earlier attempt failed (a success ends the job), leaving an error.
-    attempt = len(outcome.job.errors) + 1
+    attempt = outcome.job.error_count + 1
     options = options_of_backend(outcome.job.backend_name)
     # None: the job's backend alias was removed from TASKS; no retries then.
     policy = policy_for(outcome.task, options.retry if options else None)

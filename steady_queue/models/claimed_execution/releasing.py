@@ -44,6 +44,7 @@ class Releasing:
                     "priority",
                     "backend_name",
                     "worker_ids",
+                    "runs_dropped",
                     "started_at",
                     "task_path",
                     "concurrency_key",
@@ -55,7 +56,7 @@ class Releasing:
                 process_id, claimed_at = claims[job.pk]
                 worker_id = worker_ids_by_process.get(process_id)
                 if worker_id is not None:
-                    job.worker_ids = [*job.worker_ids, worker_id]
+                    job.count_run_by(worker_id)
                     job.started_at = job.started_at or claimed_at
                     job.last_attempted_at = claimed_at
                     started.append(job)
@@ -87,7 +88,7 @@ class Releasing:
         return claims, list(columns(jobs))
 
     def _count_interrupted_attempts(self, jobs):
-        fields = ["worker_ids", "started_at", "last_attempted_at"]
+        fields = ["worker_ids", "runs_dropped", "started_at", "last_attempted_at"]
         try:
             # A savepoint: a row the database refuses to update must not keep
             # the jobs from going back to ready; they lose only the count.

@@ -13,6 +13,13 @@ from ..scheduled_execution import ScheduledExecution
 from .queryset import JobQuerySet
 from .states import observe
 
+# A row keeps the names of the last workers that ran its job, and its first
+# and latest errors, with a count of the rest: a job snoozed or retried
+# without end must not grow its row past what a database accepts (MariaDB's
+# max_allowed_packet) nor slow every read of it.
+KEPT_WORKER_IDS = 20
+KEPT_ERRORS = 10
+
 
 class Job(models.Model):
     """One enqueued call of a task, kept until cleared."""
@@ -30,6 +37,10 @@ class Job(models.Model):
     return_value = RowJSONField(null=True, blank=True)
     errors = RowJSONField(default=list, blank=True)
     worker_ids = RowJSONField(default=list, blank=True)
+    # How many worker names and errors were dropped from the lists above
+    # (count_run_by, add_error): attempts go on counting every run.
+    runs_dropped = models.PositiveIntegerField(default=0, db_default=0)
+    errors_dropped = models.PositiveIntegerField(default=0, db_default=0)
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
     # Every limit key of a job with more than one concurrency limit, or with
     # a rate limit: {"concurrency": [...], "rate": [...]}, in the task's
@@ -103,6 +114,33 @@ class Job(models.Model):
     @property
     def kwargs(self):
         return self.arguments.get("kwargs", {})
+
+    @property
+    def attempts(self):
+        """How many runs ended or were interrupted, named or dropped."""
+        return self.runs_dropped + len(self.worker_ids)
+
+    @property
+    def error_count(self):
+        """How many errors the job's runs ended with, kept or dropped."""
+        return self.errors_dropped + len(self.errors)
+
+    def count_run_by(self, worker_id):
+        """Add a run's worker name; past KEPT_WORKER_IDS the oldest go."""
+        names = [*self.worker_ids, worker_id]
+        if len(names) > KEPT_WORKER_IDS:
+            self.runs_dropped += len(names) - KEPT_WORKER_IDS
+            names = names[-KEPT_WORKER_IDS:]
+        self.worker_ids = names
+
+    def add_error(self, error):
+        """Add a run's error; past KEPT_ERRORS the second oldest goes (the
+        first says how the trouble began, the latest how it goes on)."""
+        errors = [*self.errors, error]
+        if len(errors) > KEPT_ERRORS:
+            self.errors_dropped += len(errors) - KEPT_ERRORS
+            errors = [errors[0], *errors[1 - KEPT_ERRORS :]]
+        self.errors = errors
 
     @property
     def is_scheduled(self):

@@ -92,8 +92,10 @@ class Routing:
         jobs = []
         for job, error in jobs_and_errors:
             job.finished_at = now
-            job.errors = [*job.errors, error]
+            job.add_error(error)
             jobs.append(job)
-        self.model.objects.using(self.db).bulk_update(jobs, ["finished_at", "errors"])
+        self.model.objects.using(self.db).bulk_update(
+            jobs, ["finished_at", "errors", "errors_dropped"]
+        )
         FailedExecution.objects.using(self.db).create_all_for(jobs, now)
         Batch.objects.using(self.db).count_ended(failed=jobs)

@@ -1,0 +1,67 @@
+"""Arguments past their size limit are refused at enqueue, naming the task
+and the size; nothing is written."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from steady_queue import enqueue_many
+from steady_queue.exceptions import EnqueueError
+from steady_queue.models import Job, ReadyExecution
+from steady_queue.pipeline.arguments import MAX_ARGUMENT_BYTES, ArgumentsTooLargeError
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def with_options(settings, **options):
+    default = settings.TASKS["default"]
+    settings.TASKS = {
+        "default": {**default, "OPTIONS": {**default.get("OPTIONS", {}), **options}}
+    }
+
+
+def nothing_written():
+    return Job.objects.count() == 0 and ReadyExecution.objects.count() == 0
+
+
+def test_arguments_over_the_limit_are_refused_with_the_task_and_the_size():
+    text = "x" * MAX_ARGUMENT_BYTES
+    with pytest.raises(ArgumentsTooLargeError) as raised:
+        tasks.add.enqueue(1, text)
+    message = str(raised.value)
+    assert "'tests.tasks.add'" in message
+    size = len(f'{{"args": [1, "{text}"], "kwargs": {{}}}}')
+    assert f"it is {size:,} bytes as JSON, over the 1,048,576-byte limit" in message
+    assert "Store large data in your own models (or files) and pass its id" in message
+    assert isinstance(raised.value, EnqueueError)
+    assert nothing_written()
+
+
+def test_the_size_counts_bytes_not_characters():
+    # Under the limit in characters, over it in UTF-8 bytes.
+    with pytest.raises(ArgumentsTooLargeError):
+        tasks.add.enqueue(1, "é" * (MAX_ARGUMENT_BYTES // 2 + 1))
+    assert nothing_written()
+
+
+def test_one_call_over_the_limit_enqueues_none_of_many():
+    calls = [((1, 2), {}), ((1, "x" * MAX_ARGUMENT_BYTES), {}), ((3, 4), {})]
+    with pytest.raises(ArgumentsTooLargeError, match=r"'tests\.tasks\.add'"):
+        enqueue_many(tasks.add, calls)
+    assert nothing_written()
+
+
+def test_the_limit_is_an_option(settings):
+    with_options(settings, max_argument_bytes=100)
+    tasks.add.enqueue(1, "x" * 50)
+    with pytest.raises(ArgumentsTooLargeError, match="over the 100-byte limit"):
+        tasks.add.enqueue(1, "x" * 100)
+    assert Job.objects.count() == 1
+
+
+def test_the_limit_must_be_a_positive_number_of_bytes(settings):
+    with_options(settings, max_argument_bytes=0)
+    with pytest.raises(ImproperlyConfigured, match="max_argument_bytes"):
+        tasks.noop.enqueue()
+    assert nothing_written()

@@ -1,0 +1,82 @@
+"""An outcome too large for the database fails its job alone, and the worker
+goes on: MariaDB drops the connection after refusing a packet over its
+max_allowed_packet (error 1153, then 2006), which is no outage."""
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution, Process, ReadyExecution
+from steady_queue.processes.queue_selector import QueueSelector
+
+from .. import tasks
+from ..factories import jobs_of, run_outcome
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "mysql",
+        reason="only MySQL and MariaDB refuse a packet this size (max_allowed_packet)",
+    ),
+]
+
+
+def max_allowed_packet():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        return cursor.fetchone()[0]
+
+
+def finished_by(worker, results, values):
+    """Claim these jobs as the worker and hand it their successful outcomes."""
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    claimed = ReadyExecution.objects.claim(selector, len(results), worker.process.pk)
+    jobs = {str(job.pk): job for job in jobs_of(claimed)}
+    for result, value in zip(results, values, strict=True):
+        job = jobs[result.id]
+        worker.in_flight.add(job.pk)
+        worker.recorder.add(
+            run_outcome(
+                job,
+                worker_id=worker.name,
+                finished_at=timezone.now(),
+                succeeded=True,
+                return_value=value,
+            )
+        )
+
+
+def test_an_outcome_over_max_allowed_packet_fails_its_job_alone(backend):
+    from steady_queue.processes.worker import Worker
+
+    worker = Worker(backend, backend.config.workers[0], name="worker-oversized")
+    worker.process = Process.objects.register(kind="worker", name=worker.name)
+    good, huge = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    # Past the runner's 1 MiB check, as a bug or a long row might let through.
+    finished_by(worker, [good, huge], [2, "x" * (max_allowed_packet() + 1)])
+    try:
+        worker.record_outcomes()
+
+        good.refresh()
+        huge.refresh()
+        assert good.status == TaskResultStatus.SUCCESSFUL
+        assert huge.status == TaskResultStatus.FAILED
+        error = huge.errors[-1]
+        assert error.exception_class_path == (
+            "steady_queue.exceptions.OutcomeNotStoredError"
+        )
+        assert "it succeeded" in error.traceback
+        assert "max_allowed_packet" in error.traceback
+        assert not worker.recorder.pending
+        assert not ClaimedExecution.objects.exists()
+
+        # The worker goes on: the next job it runs is recorded.
+        after = tasks.add.enqueue(3, 3)
+        finished_by(worker, [after], [6])
+        worker.record_outcomes()
+        after.refresh()
+        assert after.status == TaskResultStatus.SUCCESSFUL
+        assert after.return_value == 6
+    finally:
+        worker.close_wake_pipe()
