@@ -1,6 +1,6 @@
 """The project-wide system checks: an open metrics view, states without a
-handler, the STEADY_QUEUE_TASK_PACKAGES setting, and how each queue database
-is set up (registered in apps.ready).
+handler, the STEADY_QUEUE_TASK_PACKAGES and STEADY_QUEUE_TASK_MODULES
+settings, and how each queue database is set up (registered in apps.ready).
 
 A backend's own checks are checks'.
 """
@@ -12,7 +12,7 @@ from django.urls import get_resolver
 
 from .backend import steady_queue_databases
 from .database_checks import database_warnings
-from .pipeline.loader import TASK_PACKAGES_SETTING
+from .pipeline.loader import TASK_MODULES_SETTING, TASK_PACKAGES_SETTING
 from .statemachines.models import runnable_models, states_without_handlers
 from .views import metrics
 
@@ -68,26 +68,42 @@ def check_queue_databases(app_configs=None, databases=None, **kwargs):
 
 
 def check_task_packages(app_configs=None, **kwargs):
-    """Error when STEADY_QUEUE_TASK_PACKAGES is not a list of package names."""
-    names = getattr(settings, TASK_PACKAGES_SETTING, [])
-    if isinstance(names, list | tuple) and all(
+    """Error when STEADY_QUEUE_TASK_PACKAGES or STEADY_QUEUE_TASK_MODULES is
+    not a list of dotted names."""
+    return [
+        checks.Error(
+            f"settings.{setting} must be a list of dotted {kind} names, like "
+            f"{example}; it is {names!r}.",
+            hint=hint,
+            id="steady_queue.E007",
+        )
+        for setting, kind, example, hint in (
+            (
+                TASK_PACKAGES_SETTING,
+                "package",
+                "['modelsearch', 'mylib.jobs']",
+                "Name each package whose modules define tasks outside the "
+                "installed apps and the project package.",
+            ),
+            (
+                TASK_MODULES_SETTING,
+                "module",
+                "['shop.emails', 'mylib.jobs.build']",
+                "Name each module that defines tasks and is neither a tasks "
+                "module nor imported when Django starts.",
+            ),
+        )
+        if not _dotted_names(names := getattr(settings, setting, []))
+    ]
+
+
+def _dotted_names(names):
+    return isinstance(names, list | tuple) and all(
         isinstance(name, str)
         and name
         and all(part.isidentifier() for part in name.split("."))
         for name in names
-    ):
-        return []
-    return [
-        checks.Error(
-            f"settings.{TASK_PACKAGES_SETTING} must be a list of dotted package "
-            f"names, like ['modelsearch', 'mylib.jobs']; it is {names!r}.",
-            hint=(
-                "Name each package whose modules define tasks outside the "
-                "installed apps and the project package."
-            ),
-            id="steady_queue.E007",
-        )
-    ]
+    )
 
 
 def check_state_handlers(app_configs=None, **kwargs):

@@ -160,6 +160,10 @@ if TEST_DATABASE_NAME:
     )
 DATABASES["queue"] = _queue_database
 
+# Task modules that are no tasks module by name and that nothing imports at
+# startup: a worker imports only the modules named here among them.
+STEADY_QUEUE_TASK_MODULES = ["tests.poison_tasks", "tests.poison"]
+
 TASKS = {
     "default": {
         "BACKEND": "steady_queue.backend.SteadyQueueBackend",

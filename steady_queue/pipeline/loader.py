@@ -13,10 +13,19 @@ a task may live in
 - the project package: the top-level package of the settings module, however
   the settings are laid out (``mysite.settings.dev`` -> ``mysite``);
 - a package named in the ``STEADY_QUEUE_TASK_PACKAGES`` setting.
+
+Inside those packages a worker still imports only modules known to hold
+tasks (``module_import_refusal``): one already imported (by the app registry,
+the URLconf the system checks load, a ``ready()``), a ``tasks`` module or
+package (``shop.tasks``, ``shop.tasks.emails``), steady_queue's own, or one
+named in the ``STEADY_QUEUE_TASK_MODULES`` setting. Any other module of an
+allowed package (a management command, a script) is refused unimported.
 """
 
 import sys
 from functools import cache
+from importlib.machinery import PathFinder
+from importlib.util import find_spec
 
 from django.apps import AppConfig, apps
 from django.conf import UserSettingsHolder, settings
@@ -28,6 +37,11 @@ from ..compat import TASK_TYPES
 from ..exceptions import TaskNotFoundError
 
 TASK_PACKAGES_SETTING = "STEADY_QUEUE_TASK_PACKAGES"
+TASK_MODULES_SETTING = "STEADY_QUEUE_TASK_MODULES"
+
+# Only a schedule names them (OPTIONS["clear_finished_jobs_schedule"]), so
+# nothing imports them before a worker needs one.
+OWN_TASK_MODULES = frozenset({"steady_queue.housekeeping"})
 
 _loaded = {}
 
@@ -35,9 +49,10 @@ _loaded = {}
 def load_task(task_path):
     """Return the Task at ``task_path`` or raise TaskNotFoundError.
 
-    Nothing is imported unless the path lies in a package tasks may live in
-    (see the module's docstring); whatever the import raises (even SystemExit)
-    becomes TaskNotFoundError. Successful look-ups are cached per process.
+    Nothing is imported unless the path lies in a package tasks may live in,
+    in a module known to hold tasks (see the module's docstring); whatever
+    the import raises (even SystemExit) becomes TaskNotFoundError.
+    Successful look-ups are cached per process.
     """
     task = _loaded.get(task_path)
     if task is not None:
@@ -48,11 +63,7 @@ def load_task(task_path):
     try:
         found = import_string(task_path)
     except ImportError as e:
-        raise TaskNotFoundError(
-            f"The task {task_path!r} cannot be imported ({e}). Was it renamed or "
-            "removed after this job was enqueued? Deploy code that still defines it, "
-            "or discard the job."
-        ) from e
+        raise TaskNotFoundError(cannot_be_imported(f"{task_path!r}", e) + ".") from e
     except (Exception, SystemExit) as e:
         # A module that raises at import (or calls sys.exit) must fail this
         # job, not the worker that happened to claim it.
@@ -92,7 +103,70 @@ def task_path_refusal(task_path):
     parts = module_path.split(".")
     if not module_path or any(not part.isidentifier() for part in parts):
         return f"{task_path!r} is not a dotted path to a task"
-    return task_module_refusal(module_path, f"{task_path!r}")
+    what = f"{task_path!r}"
+    return task_module_refusal(module_path, what) or module_import_refusal(
+        module_path, what
+    )
+
+
+def module_import_refusal(module_path, what):
+    """Why a worker will not import ``module_path`` to find a task, or None.
+
+    Importing runs a module's top-level code, which a row's path must not be
+    able to start in a module that defines no task (a management command, a
+    migration script). A module already imported runs nothing more; any other
+    must say by its name, or a setting, that it holds tasks.
+    """
+    if sys.modules.get(module_path) is not None or is_task_module(module_path):
+        return None
+    if not can_be_found(module_path):
+        return cannot_be_imported(what, f"no module named {module_path!r}")
+    return (
+        f"{what} is in the module {module_path!r}, which is not imported yet and "
+        "is not known to hold tasks, so a worker does not import it: put the "
+        "task in a tasks module (e.g. shop/tasks.py, or shop/tasks/mail.py), or "
+        f"add {module_path!r} to the {TASK_MODULES_SETTING} setting"
+    )
+
+
+def cannot_be_imported(what, reason):
+    """The sentence for a task whose module or name is not (or no longer) there."""
+    return (
+        f"The task {what} cannot be imported ({reason}). Was it renamed or "
+        "removed after this job was enqueued? Deploy code that still defines it, "
+        "or discard the job"
+    )
+
+
+def can_be_found(module_path):
+    """Whether an importer would find ``module_path``, asked without importing
+    anything: not even its packages, whose ``__init__`` may act too.
+
+    Only the message depends on it, so a finder it cannot ask counts as found.
+    """
+    parts = module_path.split(".")
+    try:
+        spec = find_spec(parts[0])
+        for depth in range(2, len(parts) + 1):
+            if spec is None or spec.submodule_search_locations is None:
+                return False
+            parent = sys.modules.get(".".join(parts[: depth - 1]))
+            locations = getattr(parent, "__path__", spec.submodule_search_locations)
+            spec = PathFinder.find_spec(".".join(parts[:depth]), list(locations))
+    except (ImportError, ValueError):
+        return True
+    return spec is not None
+
+
+def is_task_module(module_path):
+    """Whether ``module_path`` says it holds tasks: it is, or lies in, a
+    ``tasks`` module of a package, or is named by steady_queue or the setting."""
+    if "tasks" in module_path.split(".")[1:] or module_path in OWN_TASK_MODULES:
+        return True
+    return any(
+        module_path == name or module_path.startswith(name + ".")
+        for name in extra_names(TASK_MODULES_SETTING)
+    )
 
 
 def task_module_refusal(module_path, what):
@@ -201,7 +275,12 @@ def settings_module_name():
 
 def extra_task_packages():
     """The STEADY_QUEUE_TASK_PACKAGES setting's names (check E007 reports bad ones)."""
-    names = getattr(settings, TASK_PACKAGES_SETTING, ())
+    return extra_names(TASK_PACKAGES_SETTING)
+
+
+def extra_names(setting):
+    """The dotted names a list setting holds; a malformed one holds none."""
+    names = getattr(settings, setting, ())
     if isinstance(names, str) or not isinstance(names, list | tuple):
         return []
     return [name for name in names if isinstance(name, str) and name]

@@ -51,6 +51,8 @@ def packages(tmp_path, monkeypatch):
     written = []
 
     class Packages:
+        root = tmp_path
+
         def write(self, path, text=None):
             module = path.removesuffix(".py").replace("/", ".")
             marker = tmp_path / f"{module}.imported"
@@ -275,3 +277,91 @@ def test_a_task_defined_in_manage_py_shell_is_refused_as_one_no_worker_can_impor
         "of an installed app (e.g. shop/tasks.py) and import it from there. "
         "Nothing was enqueued."
     ), ran.stdout + ran.stderr
+
+
+def test_a_module_of_an_allowed_package_that_is_no_task_module_is_never_imported(
+    packages,
+):
+    # A management command of the project: a row naming it must not run it.
+    module = packages.write("sq_site/management/commands/wipe.py")
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        with pytest.raises(TaskNotFoundError) as refused:
+            load_task(f"{module}.run")
+        assert not packages.imported(module)
+        assert str(refused.value) == (
+            "'sq_site.management.commands.wipe.run' is in the module "
+            "'sq_site.management.commands.wipe', which is not imported yet and is "
+            "not known to hold tasks, so a worker does not import it: put the task "
+            "in a tasks module (e.g. shop/tasks.py, or shop/tasks/mail.py), or add "
+            "'sq_site.management.commands.wipe' to the STEADY_QUEUE_TASK_MODULES "
+            "setting; nothing was imported."
+        )
+
+        with override_settings(STEADY_QUEUE_TASK_MODULES=["sq_site.management"]):
+            assert load_task(f"{module}.run").call(4) == 8
+        assert packages.imported(module)
+
+
+@pytest.mark.parametrize("module", ["sq_site/tasks.py", "sq_site/tasks/mail.py"])
+def test_a_tasks_module_nothing_imported_yet_is_imported_on_its_first_job(
+    packages, module
+):
+    module = packages.write(module)
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        assert load_task(f"{module}.run").call(4) == 8
+    assert packages.imported(module)
+
+
+def test_a_module_already_imported_is_looked_into(packages):
+    # Imported already, as models or a ready() import are: nothing runs again.
+    module = packages.write("sq_site/models.py")
+    __import__(module)
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        assert load_task(f"{module}.run").call(4) == 8
+
+
+def test_a_side_effect_at_import_never_happens_for_a_tampered_path(
+    tmp_path, monkeypatch
+):
+    marker = tmp_path / "imported"
+    monkeypatch.setenv("SQ_IMPORT_MARKER", str(marker))
+    with pytest.raises(TaskNotFoundError, match="not known to hold tasks"):
+        load_task("tests.import_side_effect.run")
+    assert not marker.exists()
+    assert "tests.import_side_effect" not in sys.modules
+
+
+def test_steady_queue_s_own_tasks_load_by_name():
+    assert loader.is_task_module("steady_queue.housekeeping")
+    assert not loader.is_task_module("steady_queue.management.commands.steady_queue")
+
+
+def test_the_modules_setting_is_checked():
+    for bad in ("tests.poison", ["ok", 3], ["not a.module"], [""]):
+        with override_settings(STEADY_QUEUE_TASK_MODULES=bad):
+            (error,) = check_task_packages()
+        assert error.id == "steady_queue.E007"
+        assert "settings.STEADY_QUEUE_TASK_MODULES" in error.msg
+    with override_settings(STEADY_QUEUE_TASK_MODULES=["shop.emails", "a"]):
+        assert check_task_packages() == []
+
+
+def test_a_module_that_is_not_there_is_said_to_be_missing_without_importing(
+    packages,
+):
+    # The package's __init__ acts too: looking for its module imports nothing.
+    packages.write(
+        "sq_site/scripts/__init__.py",
+        f"open({str(packages.root / 'init.imported')!r}, 'w').close()\n",
+    )
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        with pytest.raises(TaskNotFoundError) as refused:
+            load_task("sq_site.scripts.gone.run")
+    assert str(refused.value) == (
+        "The task 'sq_site.scripts.gone.run' cannot be imported (no module named "
+        "'sq_site.scripts.gone'). Was it renamed or removed after this job was "
+        "enqueued? Deploy code that still defines it, or discard the job; nothing "
+        "was imported."
+    )
+    assert not (packages.root / "init.imported").exists()
+    assert "sq_site.scripts" not in sys.modules

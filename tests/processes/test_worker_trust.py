@@ -139,8 +139,16 @@ def module_outside_the_project(tmp_path, monkeypatch):
         ("os.system", "outside the packages tasks are loaded from"),
         ("tests.tasks.not_a_task", "not a task"),
         ("no dots at all", "not a dotted path"),
+        ("tests.import_side_effect.run", "not known to hold tasks"),
     ],
-    ids=["outside", "dunder-main", "os-system", "plain-function", "not-a-path"],
+    ids=[
+        "outside",
+        "dunder-main",
+        "os-system",
+        "plain-function",
+        "not-a-path",
+        "no-task-module",
+    ],
 )
 def test_a_tampered_task_path_is_never_imported_nor_run(
     run_supervisor, module_outside_the_project, path, says
@@ -156,6 +164,7 @@ def test_a_tampered_task_path_is_never_imported_nor_run(
     assert says in trace
     assert not module_outside_the_project.exists(), "the module was imported"
     assert "sq_outside_module" not in sys.modules
+    assert "tests.import_side_effect" not in sys.modules
     assert_worker_still_works()
 
 
