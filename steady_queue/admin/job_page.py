@@ -40,6 +40,10 @@ class Attempt:
     ended_at: object = None
     failure: Failure | None = None
     running: bool = False
+    # How many attempts just before this one the row no longer keeps.
+    not_kept_before: int = 0
+    # It failed, but the row kept only its first and latest errors.
+    error_not_kept: bool = False
 
     @property
     def seconds(self):
@@ -67,32 +71,51 @@ def failure_of(error):
 
 
 def attempts_of(job, observed):
-    """Every attempt of the job, oldest first, the one running now last."""
+    """Every attempt of the job the row still tells of, oldest first, the one
+    running now last; an attempt after a gap of ones the row no longer keeps
+    says how many (``not_kept_before``)."""
     errors = list(job.errors or ())
     workers = list(job.worker_ids or ())
     # Runs that ended: each failed one left an error; the last one may have
-    # succeeded (or snoozed) and left only its worker id.
-    ended = max(len(errors), len(workers))
+    # succeeded (or snoozed) and left only its worker id. Past its bounds the
+    # row keeps the first error and the latest ones, and the latest workers,
+    # and counts the rest (errors_dropped, runs_dropped).
+    error_count = len(errors) + job.errors_dropped
+    ended = max(error_count, len(workers) + job.runs_dropped)
+    errors_by_number = dict(
+        zip(_error_numbers(len(errors), error_count), errors, strict=True)
+    )
     # Worker ids line up with attempts only when every run left one.
-    aligned = len(workers) == ended
+    aligned = len(workers) + job.runs_dropped == ended
+    first_worker = ended - len(workers) + 1
+    shown = sorted(
+        {*errors_by_number, *range(first_worker, ended + 1)}
+        if job.errors_dropped or job.runs_dropped
+        else range(1, ended + 1)
+    )
     running = observed.state == State.RUNNING
     attempts = []
-    for index in range(ended):
-        first, last = index == 0, index == ended - 1
+    for number in shown:
+        first, last = number == 1, number == ended
         started = job.started_at if first else None
         if last and not running:
             started = job.last_attempted_at or started
         finished = job.finished_at if last and not running else None
-        if index < len(errors):
-            started = _stored_time(errors[index], "started_at") or started
-            finished = _stored_time(errors[index], "finished_at") or finished
+        error = errors_by_number.get(number)
+        if error is not None:
+            started = _stored_time(error, "started_at") or started
+            finished = _stored_time(error, "finished_at") or finished
         attempts.append(
             Attempt(
-                number=index + 1,
-                worker=workers[index] if aligned else None,
+                number=number,
+                worker=workers[number - first_worker]
+                if aligned and number >= first_worker
+                else None,
                 started_at=started,
                 ended_at=finished,
-                failure=failure_of(errors[index]) if index < len(errors) else None,
+                failure=None if error is None else failure_of(error),
+                error_not_kept=error is None and number <= error_count,
+                not_kept_before=number - 1 - (attempts[-1].number if attempts else 0),
             )
         )
     if running:
@@ -102,9 +125,18 @@ def attempts_of(job, observed):
                 worker=observed.claimed_by,
                 started_at=observed.claimed_at,
                 running=True,
+                not_kept_before=ended - (attempts[-1].number if attempts else 0),
             )
         )
     return attempts
+
+
+def _error_numbers(kept, count):
+    """The attempt each kept error came from: all of them in order, or, once
+    some were dropped, the first and then the latest ``kept - 1``."""
+    if kept == count:
+        return range(1, kept + 1)
+    return [1, *range(count - kept + 2, count + 1)]
 
 
 def last_failed(attempts):

@@ -182,3 +182,48 @@ def test_every_attempt_run_by_a_worker_shows_its_start_and_end(operator):
     # What get_result() gives stays Django's TaskError: the times are ours.
     errors = fails_every_attempt.get_result(result.id).errors
     assert [e.exception_class_path for e in errors] == ["builtins.ValueError"] * 3
+
+
+def test_a_trimmed_rows_attempts_keep_their_numbers_and_say_what_was_not_kept(
+    operator,
+):
+    job = make_job("failed", task_path="shop.tasks.charge_card")
+    moment = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
+    job.errors, job.worker_ids = [], []
+    for number in range(1, 31):
+        job.count_run_by(f"worker-{number}")
+        job.add_error(
+            {
+                "exception_class_path": "builtins.ValueError",
+                "traceback": f"Traceback:\nValueError: try {number}\n",
+                "started_at": (moment + timedelta(seconds=number)).isoformat(),
+                "finished_at": (moment + timedelta(seconds=number + 0.5)).isoformat(),
+            }
+        )
+    job.save()
+    # The row keeps the first error and the latest nine, the latest 20 workers.
+    assert (len(job.errors), job.errors_dropped) == (10, 20)
+    assert (len(job.worker_ids), job.runs_dropped) == (20, 10)
+
+    content = page(operator, job).content.decode()
+    attempts = content[content.index('id="sq-attempts"') :]
+    attempts = attempts[: attempts.index("</table>")]
+    rows = dict(
+        (int(row.split('"', 1)[0]), row)
+        for row in attempts.split('id="sq-attempt-')[1:]
+    )
+
+    # Attempt 1 (its error kept, its worker not), then 11 to 30 (their
+    # workers kept), each under its own number.
+    assert sorted(rows) == [1, *range(11, 31)]
+    assert "ValueError: try 1<" in rows[1] and "worker-1<" not in rows[1]
+    assert "9 earlier attempts not kept" in attempts
+    for number in range(11, 31):
+        assert f"worker-{number}<" in rows[number]
+    # 11 to 21 failed, but only the latest nine errors (22 to 30) are kept.
+    for number in range(11, 22):
+        assert "failed; its error is not kept" in rows[number]
+    for number in range(22, 31):
+        assert f"ValueError: try {number}<" in rows[number]
+        started = (moment + timedelta(seconds=number)).isoformat()
+        assert f'datetime="{started}"' in rows[number]
