@@ -32,6 +32,7 @@ from .pipeline.loader import (
 from .pipeline.open_batch import open_batch
 from .pipeline.results import build_result
 from .states import TASK_RESULT_STATUS
+from .tracing import TRACE_KEY, tracing
 
 
 class SteadyQueueBackend(BaseTaskBackend):
@@ -78,6 +79,14 @@ class SteadyQueueBackend(BaseTaskBackend):
     def enqueue(self, task, args, kwargs):
         """Validate a call, write its job row, and return its READY result."""
         self._validate(task)
+        if not self.config.opentelemetry:
+            return self._enqueue(task, args, kwargs)
+        with tracing().sending(task, self.alias) as span:
+            result = self._enqueue(task, args, kwargs)
+            span.set_attribute("messaging.message.id", result.id)
+        return result
+
+    def _enqueue(self, task, args, kwargs):
         request = _Requests(self, task).request_for(args, kwargs)
         with self._explaining_missing_tables():
             enqueued = _models().Job.objects.using(self.database).enqueue(request)
@@ -92,6 +101,13 @@ class SteadyQueueBackend(BaseTaskBackend):
         validated before anything is written, so a bad one enqueues nothing.
         """
         self._validate(task)
+        if not self.config.opentelemetry:
+            return self._enqueue_many(task, calls)
+        calls = list(calls)
+        with tracing().sending(task, self.alias, count=len(calls)):
+            return self._enqueue_many(task, calls)
+
+    def _enqueue_many(self, task, calls):
         calls_of_the_task = _Requests(self, task)
         requests = [
             calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
@@ -217,6 +233,8 @@ class _Requests:
         self.unique = unique_of(task)
         opened = _open_batch_for(backend, task)
         self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
+        # The send span's trace context, the same for every call (None: off).
+        self.trace = tracing().carrier() if backend.config.opentelemetry else None
         # The columns every call of the task shares.
         self.columns = {
             "queue_name": task.queue_name,
@@ -239,7 +257,7 @@ class _Requests:
             ),
             **self.job_class.limit_columns(*keys),
         )
-        return self.request_class(
+        request = self.request_class(
             job,
             limits=limits,
             unique=unique,
@@ -248,6 +266,10 @@ class _Requests:
             else None,
             batch_sized_when_sealed=self.batch_sized_when_sealed,
         )
+        if self.trace is not None:
+            # After the unique key: equal calls from two traces are duplicates.
+            job.arguments[TRACE_KEY] = self.trace
+        return request
 
 
 def _open_batch_for(backend, task):

@@ -1,5 +1,6 @@
 """Fixtures: the backend, an in-process supervisor, and a forked one via manage.py."""
 
+import copy
 import os
 import signal
 import subprocess
@@ -132,3 +133,49 @@ def start_supervisor(tmp_path):
             except subprocess.TimeoutExpired:
                 pass
         process.kill_group()
+
+
+@pytest.fixture(scope="session")
+def span_exporter():
+    """OpenTelemetry's SDK with an in-memory exporter, as this process's
+    TracerProvider: a process sets it once, so every test shares it."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture
+def spans(span_exporter):
+    """The exporter of this process's finished spans, emptied for the test."""
+    span_exporter.clear()
+    yield span_exporter
+    span_exporter.clear()
+
+
+@pytest.fixture
+def tracer(span_exporter):
+    from opentelemetry import trace
+
+    return trace.get_tracer("tests")
+
+
+@pytest.fixture
+def opentelemetry(settings):
+    """Turn OPTIONS["opentelemetry"] on (or off) for the default backend."""
+
+    def apply(enabled=True):
+        configured = copy.deepcopy(settings.TASKS)
+        configured["default"]["OPTIONS"]["opentelemetry"] = enabled
+        settings.TASKS = configured
+
+    apply()
+    return apply

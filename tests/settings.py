@@ -300,3 +300,13 @@ if os.environ.get("SQ_TEST_SECOND_SERVER_PORT"):
         **TASKS["separate"],
         "OPTIONS": {**TASKS["separate"]["OPTIONS"], "database": "second"},
     }
+
+# tests/integration/test_tracing.py: a forked supervisor that traces, whose
+# spans go to a file the test reads (tests/span_file.py).
+if os.environ.get("SQ_TEST_SPAN_FILE"):
+    from tests.span_file import install
+
+    install(os.environ["SQ_TEST_SPAN_FILE"])
+    TASKS["default"]["OPTIONS"]["opentelemetry"] = True
+if os.environ.get("SQ_TEST_LIVENESS_FILE"):
+    TASKS["default"]["OPTIONS"]["liveness_file"] = os.environ["SQ_TEST_LIVENESS_FILE"]

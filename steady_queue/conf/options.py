@@ -77,6 +77,9 @@ class Options:
     process_alive_threshold: float = 300.0
     shutdown_timeout: float = 5.0
     supervisor_pidfile: str | None = None
+    # A file the supervisor touches at each heartbeat that succeeded, for a
+    # container's liveness probe (processes/liveness.py); None: none.
+    liveness_file: str | None = None
     mode: str = "fork"
     listen_notify: bool = True
     # SQLite and MySQL: workers also wake when a process on their host makes
@@ -100,6 +103,9 @@ class Options:
     # The most a call's arguments may take as JSON; a larger call is refused at
     # enqueue (pipeline.arguments.MAX_ARGUMENT_BYTES, 1 MiB).
     max_argument_bytes: int = 1024 * 1024
+    # OpenTelemetry spans for enqueues and runs, with the enqueuer's trace
+    # context stored with each job (steady_queue.tracing); needs the otel extra.
+    opentelemetry: bool = False
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).

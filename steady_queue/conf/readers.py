@@ -16,6 +16,7 @@ from django.conf import settings
 from ..decorators.retries import policy_from_options
 from ..durations import FORMS, parse_duration
 from ..schedules.specs import RecurringSpec
+from ..tracing import installed as opentelemetry_installed
 from .options import (
     MODES,
     DispatcherConfig,
@@ -288,11 +289,24 @@ def _mode(value, where, errors):
     return value
 
 
-def _pidfile(value, where, errors):
+def _file_path(value, where, errors):
     if value is not None and not isinstance(value, str):
         errors.append(f"{where} must be a file path or None, got {value!r}.")
         return None
     return value
+
+
+def _opentelemetry(value, where, errors):
+    """Tracing on needs opentelemetry-api: say so at startup, not at a span."""
+    enabled = _boolean(value, where, errors)
+    if enabled and not opentelemetry_installed():
+        errors.append(
+            f"{where} is True, but opentelemetry-api is not installed. Install "
+            "the extra (pip install 'django-steady-queue[otel]'), or set it "
+            "to False."
+        )
+        return None
+    return enabled
 
 
 def _database(value, where, errors):
@@ -320,7 +334,9 @@ READERS = {
     "process_heartbeat_interval": _duration,
     "process_alive_threshold": _duration,
     "shutdown_timeout": lambda v, w, e: _duration(v, w, e, allow_zero=True),
-    "supervisor_pidfile": _pidfile,
+    "supervisor_pidfile": _file_path,
+    "liveness_file": _file_path,
+    "opentelemetry": _opentelemetry,
     "mode": _mode,
     "listen_notify": _boolean,
     "local_wakeup": _boolean,

@@ -33,15 +33,38 @@ logger = logging.getLogger("steady_queue")
 class JobRunner:
     """Runs claimed jobs for one worker and turns each run into an Outcome."""
 
-    def __init__(self, backend_class, worker_id, manage_connections=True):
+    def __init__(self, backend_class, worker_id, manage_connections=True, tracing=None):
         self.backend_class = backend_class
         self.worker_id = worker_id
+        # A steady_queue.tracing.Tracing when OPTIONS["opentelemetry"] is on;
+        # None costs a run one test.
+        self.tracing = tracing
         # Off when jobs run on the caller's connection (steady_queue.testing):
         # closing it would end a test's transaction.
         self.manage_connections = manage_connections
 
     def run(self, claim, task):
         """Run a claimed job's sync task in the calling thread."""
+        if self.tracing is None:
+            return self._run(claim, task)
+        with self.tracing.processing(claim.job, self.worker_id) as ended:
+            return ended(self._run(claim, task))
+
+    async def arun(self, claim, task, timeout=None):
+        """Run an async task on the worker's event loop, cancelled after timeout."""
+        if self.tracing is None:
+            return await self._arun(claim, task, timeout)
+        with self.tracing.processing(claim.job, self.worker_id) as ended:
+            return ended(await self._arun(claim, task, timeout))
+
+    def not_runnable(self, claim, error, task=None):
+        """The outcome for a job that could not be started: failed, nothing called."""
+        if self.tracing is None:
+            return self._failed(claim, task, error)
+        with self.tracing.processing(claim.job, self.worker_id) as ended:
+            return ended(self._failed(claim, task, error))
+
+    def _run(self, claim, task):
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         self._close_old_connections()
         try:
@@ -55,8 +78,7 @@ class JobRunner:
             self._close_old_connections()
         return self._returned(claim, task, value)
 
-    async def arun(self, claim, task, timeout=None):
-        """Run an async task on the worker's event loop, cancelled after timeout."""
+    async def _arun(self, claim, task, timeout):
         limit = None
         try:
             arguments = await _adecode(claim.job)
@@ -72,10 +94,6 @@ class JobRunner:
                 error = _timed_out(claim.job, timeout, error)
             return self._failed(claim, task, error)
         return self._returned(claim, task, value)
-
-    def not_runnable(self, claim, error, task=None):
-        """The outcome for a job that could not be started: failed, nothing called."""
-        return self._failed(claim, task, error)
 
     def report_finished(self, outcome):
         """Send task_finished for a recorded outcome (failures with their exc_info).

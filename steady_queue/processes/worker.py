@@ -20,6 +20,7 @@ from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
+from ..tracing import tracing
 from .claims_ahead import UNSHARED
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
@@ -61,7 +62,11 @@ class Worker(JobStopping, Poller):
             name=self.name,
             on_free=self.wake_up,
         )
-        self.runner = JobRunner(type(backend), worker_id=self.name)
+        self.runner = JobRunner(
+            type(backend),
+            worker_id=self.name,
+            tracing=tracing() if self.options.opentelemetry else None,
+        )
         self.recorder = OutcomeRecorder(
             self.database, self.options.preserve_finished_jobs, self.description
         )

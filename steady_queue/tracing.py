@@ -1,0 +1,142 @@
+"""OpenTelemetry spans for enqueues and runs (OPTIONS["opentelemetry"]).
+
+Optional: opentelemetry-api is imported only once a backend turns tracing on,
+and nothing here runs otherwise (callers hold None instead of a Tracing).
+
+An enqueue is a "send" span (kind PRODUCER) whose W3C trace context is stored
+with the job, in its arguments' TRACE_KEY; each run of the job is a "process"
+span (kind CONSUMER) whose parent is that send span, so one trace shows the
+request, the enqueue and every run. Spans go wherever the process's
+TracerProvider sends them: this module configures no SDK and no exporter.
+"""
+
+from contextlib import contextmanager
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+
+# The key of a job's stored arguments that carries its enqueuer's trace context
+# ({"traceparent": ..., "tracestate": ...}): decode_arguments reads only
+# "args" and "kwargs", so a worker that does not trace passes over it.
+TRACE_KEY = "trace"
+SYSTEM = "steady_queue"
+
+
+def installed():
+    """Whether opentelemetry-api can be imported (the ``otel`` extra)."""
+    try:
+        return find_spec("opentelemetry.trace") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@cache
+def tracing():
+    """The process's Tracing, made on first use (imports opentelemetry-api)."""
+    return Tracing()
+
+
+class Tracing:
+    """Starts steady_queue's spans on the global TracerProvider."""
+
+    def __init__(self):
+        from opentelemetry import propagate, trace
+
+        self._propagate = propagate
+        self._trace = trace
+        self._tracer = trace.get_tracer("steady_queue", _version())
+
+    @contextmanager
+    def sending(self, task, backend_alias, count=None):
+        """A PRODUCER span around enqueueing ``count`` calls of ``task`` (one
+        call when None); yields the span, current while the jobs are written."""
+        attributes = {
+            "messaging.system": SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.destination.name": task.queue_name,
+            "steady_queue.task": task.module_path,
+            "steady_queue.backend": backend_alias,
+        }
+        if count is not None:
+            attributes["messaging.batch.message_count"] = count
+        with self._tracer.start_as_current_span(
+            f"send {task.module_path}",
+            kind=self._trace.SpanKind.PRODUCER,
+            attributes=attributes,
+        ) as span:
+            yield span
+
+    def carrier(self):
+        """The current trace context as W3C headers, or None outside any span."""
+        headers = {}
+        self._propagate.inject(headers)
+        return headers or None
+
+    @contextmanager
+    def processing(self, job, worker_id):
+        """A CONSUMER span around one run of ``job``, child of its send span.
+
+        Yields ``ended(outcome)``, which sets the run's Outcome on the span
+        and returns it: the runner turns every error into an outcome, so the
+        exception and status come from there, not from what escapes.
+        """
+        carrier = job.arguments.get(TRACE_KEY)
+        parent = self._propagate.extract(carrier) if isinstance(carrier, dict) else None
+        with self._tracer.start_as_current_span(
+            f"process {job.task_path}",
+            context=parent,
+            kind=self._trace.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": SYSTEM,
+                "messaging.operation.type": "process",
+                "messaging.operation.name": "process",
+                "messaging.destination.name": job.queue_name,
+                "messaging.message.id": str(job.pk),
+                "steady_queue.task": job.task_path,
+                "steady_queue.backend": job.backend_name,
+                "steady_queue.job.id": job.pk,
+                # This run's number: the runs before it, plus one.
+                "steady_queue.job.attempt": job.attempts + 1,
+                "steady_queue.worker": worker_id,
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            yield lambda outcome: self._ended(span, outcome)
+
+    def _ended(self, span, outcome):
+        """Set a run's outcome on its span: the error as an exception event
+        and an ERROR status when it failed."""
+        if outcome.succeeded or outcome.snoozed:
+            state = "succeeded" if outcome.succeeded else "snoozed"
+            span.set_attribute("steady_queue.job.outcome", state)
+            return outcome
+        span.set_attribute("steady_queue.job.outcome", "failed")
+        error = outcome.error or {}
+        kind = error.get("exception_class_path", "")
+        span.set_attribute("error.type", kind)
+        if outcome.exception is not None:
+            span.record_exception(outcome.exception)
+            message = str(outcome.exception)
+        else:
+            # No exception object (the task could not be loaded): the stored
+            # error is the whole story.
+            span.add_event(
+                "exception",
+                {
+                    "exception.type": kind,
+                    "exception.stacktrace": error.get("traceback", ""),
+                },
+            )
+            message = kind
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
+        return outcome
+
+
+def _version():
+    """The installed django-steady-queue's version, for the tracer's scope."""
+    try:
+        return version("django-steady-queue")
+    except PackageNotFoundError:
+        return None
