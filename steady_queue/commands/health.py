@@ -2,6 +2,7 @@
 
 from django.core.management.base import CommandError
 
+from ..processes.liveness import seconds_since_touched
 from ..reporting.health import check_health
 from . import common
 
@@ -15,10 +16,27 @@ def add_arguments(parser):
         action="store_true",
         help="Accept a live supervisor on any host (default: this host's).",
     )
+    parser.add_argument(
+        "--liveness-file",
+        metavar="PATH",
+        help="Check only that the supervisor touched PATH (its --liveness-file) "
+        "within --max-age seconds, without a database query: a liveness probe.",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=float,
+        metavar="SECONDS",
+        help="With --liveness-file: the oldest touch that passes (default: "
+        "OPTIONS['process_alive_threshold']).",
+    )
 
 
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
+    if options["liveness_file"]:
+        return check_liveness(command, backend, options)
+    if options["max_age"] is not None:
+        raise CommandError("--max-age goes with --liveness-file.")
     health = check_health(backend, this_host=not options["anywhere"])
     for check in health.checks:
         mark = "ok  " if check.ok else "FAIL"
@@ -27,3 +45,27 @@ def handle(command, options):
         failed = ", ".join(check.name for check in health.checks if not check.ok)
         raise CommandError(f"unhealthy: {failed}")
     command.stdout.write("healthy")
+
+
+def check_liveness(command, backend, options):
+    """Exit 1 unless the liveness file was touched within the max age.
+
+    Reads the file's modification time only: a database that is slow or
+    down does not make the probe itself hang.
+    """
+    path = options["liveness_file"]
+    max_age = options["max_age"]
+    if max_age is None:
+        max_age = backend.config.process_alive_threshold
+    age = seconds_since_touched(path)
+    if age is None:
+        raise CommandError(
+            f"unhealthy: no liveness file at {path} (is a supervisor running "
+            "with this --liveness-file, and has its first heartbeat passed?)"
+        )
+    if age > max_age:
+        raise CommandError(
+            f"unhealthy: the liveness file {path} was last touched {age:.0f} s "
+            f"ago (more than {max_age:g} s)"
+        )
+    command.stdout.write(f"alive: {path} touched {age:.0f} s ago")

@@ -85,6 +85,14 @@ VALUES = (
         "N",
         "Processes per worker entry, instead of the configured number.",
     ),
+    (
+        "--liveness-file",
+        "path",
+        "PATH",
+        "Touch PATH at each heartbeat of the supervisor that succeeded, for a "
+        "container's liveness probe (instead of OPTIONS['liveness_file']); "
+        "see `health --liveness-file`.",
+    ),
 )
 
 
@@ -128,7 +136,7 @@ def run(command, options):
     log_warnings(backend)
     supervisor_class = ForkSupervisor if mode == "fork" else ThreadSupervisor
     try:
-        supervisor_class(backend, specs).start()
+        supervisor_class(backend, specs, liveness_file=options["liveness_file"]).start()
     except DuplicateSupervisorError as e:
         raise CommandError(str(e)) from e
 
@@ -247,7 +255,7 @@ def _add_options(parser, mode_default, flag_default):
             default=flag_default,
             help=help_text,
         )
-    readers = {"count": _positive_integer, "queues": _queue_list}
+    readers = {"count": _positive_integer, "queues": _queue_list, "path": _path}
     for flag, reader, metavar, help_text in VALUES:
         parser.add_argument(
             flag,
@@ -257,6 +265,15 @@ def _add_options(parser, mode_default, flag_default):
             metavar=metavar,
             help=help_text,
         )
+
+
+def _path(option):
+    def parse(text):
+        if not text:
+            raise argparse.ArgumentTypeError(f"{option} takes a file path.")
+        return text
+
+    return parse
 
 
 def _positive_integer(option):

@@ -4,6 +4,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 
 from .. import signals
 from ..models import Process
@@ -40,6 +41,11 @@ class Runnable(Interruptible):
         self.process = None
         self.guard = DatabaseGuard(self.database, self.description)
         self.heartbeat = Heartbeat(self, self.options.process_heartbeat_interval)
+        # When the main loop last came round, and whether it is sleeping now:
+        # a heartbeat thread beating for a stuck loop would keep its claims
+        # held for ever (stuck_for).
+        self.came_round_at = time.monotonic()
+        self.sleeping = False
 
     @property
     def description(self):
@@ -87,6 +93,24 @@ class Runnable(Interruptible):
         self.heartbeat.stop()
         self.deregister()
         send_hook(signals.process_exited, type(self), process=self)
+
+    def came_round(self):
+        """Called by the main loop at each turn: it is not stuck."""
+        self.came_round_at = time.monotonic()
+
+    def stuck_for(self):
+        """Seconds the main loop has been in one turn (0 while it sleeps)."""
+        if self.sleeping:
+            return 0.0
+        return time.monotonic() - self.came_round_at
+
+    def interruptible_sleep(self, seconds):
+        self.sleeping = True
+        try:
+            return super().interruptible_sleep(seconds)
+        finally:
+            self.sleeping = False
+            self.came_round()
 
     def stop(self, immediate=False):
         """Ask the process to stop; safe from signal handlers and other threads."""

@@ -204,6 +204,8 @@ class Burst(Interruptible):
         """Let one worker claim and run until it is idle; return how many it took."""
         taken = 0
         while True:
+            # This loop is the worker's main loop here (its heartbeat looks).
+            worker.came_round()
             remaining = None if self.max_tasks is None else self.max_tasks - self.ran
             if remaining == 0:
                 # What still runs is recorded by shutdown's stop_working().

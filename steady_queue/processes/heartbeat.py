@@ -40,6 +40,17 @@ class Heartbeat:
                 logger.exception("%s: heartbeat failed", self.owner.description)
 
     def beat(self):
+        stuck = self.owner.stuck_for()
+        if stuck > self.owner.options.process_alive_threshold:
+            # Wedged: beating on would keep its claims held for ever. Silent,
+            # it is killed and replaced by its supervisor (fork mode), or its
+            # supervisor's liveness file goes stale (thread mode).
+            logger.error(
+                "%s: its main loop has been stuck for %.0f s; not heartbeating",
+                self.owner.description,
+                stuck,
+            )
+            return
         ok, alive = self.guard.call(self.owner.process.heartbeat)
         # Beats are rare: hold no connection open between them.
         close_quietly(self.owner.database)

@@ -19,6 +19,7 @@ class Poller(Runnable):
 
     def run(self):
         while not self.stopping:
+            self.came_round()
             if self.supervisor_went_away():
                 logger.warning("%s: its supervisor is gone; stopping", self.description)
                 self.stop()

@@ -11,6 +11,7 @@ from ..models import Process
 from .base import Runnable
 from .child_specs import ChildSpec
 from .hooks import send_hook
+from .liveness import LivenessFile
 from .maintenance import (
     count_deferred_batch_endings,
     fail_orphaned_claims,
@@ -55,9 +56,12 @@ class Supervisor(Runnable):
     kind = "supervisor"
     beats_in_thread = False
 
-    def __init__(self, backend, specs, **kwargs):
+    def __init__(self, backend, specs, liveness_file=None, **kwargs):
         super().__init__(backend, **kwargs)
         self.specs = specs
+        # --liveness-file, else OPTIONS["liveness_file"]; None: no file.
+        path = liveness_file or self.options.liveness_file
+        self.liveness = LivenessFile(path) if path else None
         self.children = {}
         # Per slot, not per spec: equal specs (N processes of one worker entry)
         # must not share one crash-loop backoff.
@@ -149,6 +153,27 @@ class Supervisor(Runnable):
         if ok and not alive and not self.stopping:
             logger.warning("%s: its row was pruned; re-registering", self.description)
             self.try_register()
+        if ok and self.liveness is not None:
+            self.show_liveness()
+
+    def show_liveness(self):
+        """Touch the liveness file, unless a child is wedged that only a
+        restart of this process can free (wedged_children)."""
+        wedged = self.wedged_children()
+        if wedged:
+            logger.error(
+                "%s: not touching the liveness file: %s wedged",
+                self.description,
+                ", ".join(wedged),
+            )
+            return
+        self.liveness.touch()
+
+    def wedged_children(self):
+        """Names of children whose main loop is stuck and that this supervisor
+        cannot replace. None in fork mode: a wedged child stops heartbeating
+        (Heartbeat.beat) and is killed and replaced (kill_silent_children)."""
+        return []
 
     def maintain(self):
         """Prune processes whose heartbeat expired and fail claims nobody holds."""

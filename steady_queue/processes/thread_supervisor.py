@@ -35,6 +35,16 @@ class ThreadSupervisor(Supervisor):
             else:
                 self.child_exited(child, os.getpid(), "stopped (its thread ended)")
 
+    def wedged_children(self):
+        """A thread cannot be killed: a wedged one makes the process unhealthy,
+        so its liveness file goes stale and the container is restarted."""
+        threshold = self.options.process_alive_threshold
+        return [
+            name
+            for name, child in self.children.items()
+            if child.handle[0].stuck_for() > threshold
+        ]
+
     def signal_children(self, immediate):
         for child in self.children.values():
             child.handle[0].stop(immediate=immediate)
