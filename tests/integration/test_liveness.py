@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from ..helpers import wait_for
-from .support import ROOT, wait_for_boot
+from .support import ROOT, is_running, wait_for_boot, wait_for_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -94,3 +94,23 @@ def test_no_file_is_unhealthy_and_says_why(tmp_path):
 
     assert code == 1
     assert "unhealthy: no liveness file at" in output
+
+
+def test_a_frozen_worker_is_replaced_and_the_file_stays_fresh(
+    start_supervisor, tmp_path
+):
+    """A stuck child is its supervisor's to replace: the container stays alive."""
+    path = tmp_path / "alive"
+    supervisor = start_supervisor(
+        "--liveness-file",
+        str(path),
+        env={"SQ_TEST_HEARTBEAT": "0.5", "SQ_TEST_ALIVE_THRESHOLD": "2"},
+    )
+    [worker] = wait_for_boot(supervisor)
+
+    os.kill(worker.pid, signal.SIGSTOP)
+
+    wait_for_workers(1, exclude_pids={worker.pid}, timeout=20)
+    wait_for(lambda: not is_running(worker.pid), message="the frozen worker is gone")
+    code, output = probe(path, max_age=3)
+    assert code == 0, output

@@ -2,6 +2,7 @@
 the job, and each run's process span (through a worker and its runner)."""
 
 import pytest
+from asgiref.sync import async_to_sync
 from opentelemetry.trace import SpanKind, StatusCode
 
 from steady_queue import enqueue_many
@@ -201,3 +202,15 @@ def test_off_stores_no_context_and_starts_no_span(
 
     assert TRACE_KEY not in Job.objects.get(pk=result.id).arguments
     assert [span.name for span in spans.get_finished_spans()] == ["request"]
+
+
+def test_an_async_enqueue_is_a_child_of_the_awaiting_span(opentelemetry, spans, tracer):
+    async def view():
+        with tracer.start_as_current_span("GET /async") as request:
+            await tasks.add.aenqueue(1, 2)
+        return request
+
+    request = async_to_sync(view)()
+
+    [send] = named(spans, "send ")
+    assert send.parent.span_id == request.context.span_id
