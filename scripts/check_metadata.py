@@ -38,6 +38,13 @@ def problems_of(metadata, version):
     checks = Path(__file__).resolve().parent.parent / "steady_queue" / "checks.py"
     if urls.get("Documentation", "-") not in checks.read_text():
         yield "the check hints do not point into the Documentation URL"
+    required = [
+        entry
+        for entry in metadata.get_all("Requires-Dist") or []
+        if "extra ==" not in entry
+    ]
+    if any(entry.lower().startswith("opentelemetry") for entry in required):
+        yield "OpenTelemetry is a required dependency: it belongs in the otel extra"
     if metadata["Description-Content-Type"] != "text/markdown":
         yield "the description is not marked as Markdown"
     description = metadata.get_payload()
