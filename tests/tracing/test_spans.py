@@ -22,6 +22,18 @@ def traceparent_of(span):
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
 
 
+def messaging(operation):
+    """The attributes every span of tests.tasks.add on the default queue has."""
+    return {
+        "messaging.system": "steady_queue",
+        "messaging.operation.type": operation,
+        "messaging.operation.name": operation,
+        "messaging.destination.name": "default",
+        "steady_queue.task": "tests.tasks.add",
+        "steady_queue.backend": "default",
+    }
+
+
 def run_all(worker):
     """Claim, run and record every ready job, as a worker's polls would."""
     worker.poll()
@@ -40,12 +52,7 @@ def test_an_enqueue_is_a_producer_span_whose_context_the_job_stores(
     assert send.kind == SpanKind.PRODUCER
     assert send.parent.span_id == request.context.span_id
     assert dict(send.attributes) == {
-        "messaging.system": "steady_queue",
-        "messaging.operation.type": "send",
-        "messaging.operation.name": "send",
-        "messaging.destination.name": "default",
-        "steady_queue.task": "tests.tasks.add",
-        "steady_queue.backend": "default",
+        **messaging("send"),
         "messaging.message.id": result.id,
     }
     stored = Job.objects.get(pk=result.id).arguments
@@ -72,13 +79,8 @@ def test_a_run_is_a_consumer_span_child_of_its_enqueue(
     assert run.context.trace_id == send.context.trace_id
     assert run.parent.span_id == send.context.span_id
     assert dict(run.attributes) == {
-        "messaging.system": "steady_queue",
-        "messaging.operation.type": "process",
-        "messaging.operation.name": "process",
-        "messaging.destination.name": "default",
+        **messaging("process"),
         "messaging.message.id": result.id,
-        "steady_queue.task": "tests.tasks.add",
-        "steady_queue.backend": "default",
         "steady_queue.job.id": int(result.id),
         "steady_queue.job.attempt": 1,
         "steady_queue.worker": worker.name,
