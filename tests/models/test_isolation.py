@@ -1,0 +1,162 @@
+"""Limits at REPEATABLE READ and SERIALIZABLE (PostgreSQL): our own
+transactions run at READ COMMITTED, and an enqueue inside a caller's
+transaction whose snapshot is too old fails as a serialization failure
+rather than let a job past its limit."""
+
+import threading
+
+import pytest
+from django.db import OperationalError, connection, connections, transaction
+
+from steady_queue.dialects import is_lock_conflict, refuses_the_row
+from steady_queue.dialects.isolation import StaleSnapshot, atomic
+from steady_queue.models import (
+    BlockedExecution,
+    Job,
+    RateStart,
+    ReadyExecution,
+    Semaphore,
+)
+
+from .. import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEVELS = ["repeatable read", "serializable"]
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    """Every connection to the default database (this thread's and new
+    ones) runs its transactions at this level, as OPTIONS would set it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's snapshot levels")
+    from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    options["isolation_level"] = IsolationLevel[request.param.upper().replace(" ", "_")]
+    connection.close()
+    yield request.param
+    del options["isolation_level"]
+    connection.close()
+
+
+def transaction_level():
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW transaction_isolation")
+        return cursor.fetchone()[0]
+
+
+def at_once(count, function):
+    """Run function(index) in ``count`` threads released together; return
+    the errors they raised."""
+    barrier = threading.Barrier(count)
+    errors = []
+
+    def run(index):
+        try:
+            barrier.wait(timeout=10)
+            function(index)
+        except Exception as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return errors
+
+
+def in_another_thread(function):
+    errors = at_once(1, lambda _: function())
+    assert not errors, errors
+
+
+def test_our_transactions_run_at_read_committed_and_the_callers_keep_theirs(level):
+    with atomic(using="default"):
+        assert transaction_level() == "read committed"
+    with transaction.atomic():
+        assert transaction_level() == level
+        with atomic(using="default"):  # a savepoint in the caller's
+            assert transaction_level() == level
+    with atomic(using="default"):
+        assert transaction_level() == "read committed"
+
+
+def test_concurrent_enqueues_keep_a_rate(level, tmp_path):
+    path = str(tmp_path / "runs")
+
+    errors = at_once(12, lambda _: tasks.three_a_minute.enqueue(path, "api"))
+
+    assert not errors, errors
+    assert Job.objects.count() == 12
+    assert RateStart.objects.count() == 3
+    assert ReadyExecution.objects.count() == 3
+    assert BlockedExecution.objects.count() == 9
+
+
+def test_concurrent_enqueues_keep_one_slot(level, tmp_path):
+    path = str(tmp_path / "runs")
+
+    errors = at_once(8, lambda _: tasks.one_at_a_time.enqueue(path, "k", 0))
+
+    assert not errors, errors
+    assert ReadyExecution.objects.count() == 1
+    assert BlockedExecution.objects.count() == 7
+    assert Semaphore.objects.get().value == 0
+
+
+def test_an_enqueue_in_an_older_snapshot_fails_rather_than_pass_a_rate(level, tmp_path):
+    path = str(tmp_path / "runs")
+    tasks.three_a_minute.enqueue(path, "api")
+    tasks.three_a_minute.enqueue(path, "api")
+
+    with pytest.raises(OperationalError) as raised, transaction.atomic():
+        Job.objects.count()  # the caller's snapshot is taken
+        in_another_thread(lambda: tasks.three_a_minute.enqueue(path, "api"))
+        tasks.three_a_minute.enqueue(path, "api")
+
+    # A conflict to retry, as any other serialization failure.
+    assert is_lock_conflict(raised.value)
+    assert RateStart.objects.count() == 3
+    assert ReadyExecution.objects.count() == 3
+    # Run again, it sees the window full.
+    tasks.three_a_minute.enqueue(path, "api")
+    assert ReadyExecution.objects.count() == 3
+    assert BlockedExecution.objects.count() == 1
+
+
+def test_an_enqueue_in_an_older_snapshot_fails_rather_than_pass_a_slot(level, tmp_path):
+    path = str(tmp_path / "runs")
+
+    with pytest.raises(OperationalError) as raised, transaction.atomic():
+        Job.objects.count()  # the caller's snapshot is taken
+        # Another enqueue creates the key's semaphore and takes its slot.
+        in_another_thread(lambda: tasks.one_at_a_time.enqueue(path, "k", 0))
+        tasks.one_at_a_time.enqueue(path, "k", 0)
+
+    assert is_lock_conflict(raised.value)
+    if level == "repeatable read":
+        # The key's row, created since the snapshot, cannot be seen in it.
+        assert isinstance(raised.value, StaleSnapshot)
+        assert "DATABASES['default']['OPTIONS']['isolation_level']" in str(raised.value)
+    assert ReadyExecution.objects.count() == 1
+    assert Semaphore.objects.get().value == 0
+
+
+def test_a_serialization_failure_is_never_the_rows_fault(level):
+    job = tasks.noop.enqueue()
+
+    def change_it():
+        Job.objects.filter(pk=job.id).update(priority=5)
+
+    with pytest.raises(OperationalError) as raised, transaction.atomic():
+        Job.objects.get(pk=job.id)  # the snapshot is taken
+        in_another_thread(change_it)
+        Job.objects.filter(pk=job.id).update(priority=7)
+
+    assert is_lock_conflict(raised.value)
+    assert not refuses_the_row(raised.value, connection)
