@@ -20,6 +20,7 @@ from steady_queue.models import (
 )
 
 from .. import tasks
+from ..factories import registered_process
 from ..helpers import at_isolation_level
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -176,3 +177,33 @@ def test_a_serialization_failure_is_never_the_rows_fault(level):
 
     assert is_lock_conflict(raised.value)
     assert not refuses_the_row(raised.value, connection)
+
+
+def test_an_enqueue_in_an_older_snapshot_never_merges_into_a_started_run(level):
+    from steady_queue.processes.queue_selector import QueueSelector
+
+    first = tasks.refresh_listing.enqueue(1)
+
+    def claim_it():
+        selector = QueueSelector(["*"], "default", pause_refresh=0)
+        ReadyExecution.objects.claim(selector, 10, registered_process(1))
+
+    def enqueue_in_an_older_snapshot(meanwhile=True):
+        with transaction.atomic():
+            Pause.objects.count()  # the caller's snapshot is taken
+            if meanwhile:
+                in_another_thread(claim_it)  # the pending run starts
+            return tasks.refresh_listing.enqueue(1)
+
+    if connection.vendor == "postgresql":
+        # The run's ready row, gone since the snapshot, fails its locking read.
+        with pytest.raises(OperationalError) as raised:
+            enqueue_in_an_older_snapshot()
+        assert is_lock_conflict(raised.value)
+        second = enqueue_in_an_older_snapshot(meanwhile=False)
+    else:
+        # MySQL: the locking read sees it gone.
+        second = enqueue_in_an_older_snapshot()
+    # A new job, not merged into the one that started before it.
+    assert second.id != first.id
+    assert ReadyExecution.objects.filter(job_id=second.id).exists()
