@@ -7,15 +7,13 @@ import time
 
 import pytest
 from django.db import OperationalError, connection, connections, transaction
-from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.dialects import is_lock_conflict
-from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
-from steady_queue.processes.queue_selector import QueueSelector
+from steady_queue.models import ClaimedExecution, Job, Process
 
 from .. import tasks
-from ..factories import jobs_of, run_outcome
+from ..factories import finished_by
 from ..helpers import wait_for
 
 pytestmark = [
@@ -67,19 +65,8 @@ def test_a_serialization_failure_while_recording_keeps_the_real_outcome(backend)
     worker = Worker(backend, backend.config.workers[0], name="worker-40001")
     worker.process = Process.objects.register(kind="worker", name=worker.name)
     result = tasks.add.enqueue(2, 2)
-    selector = QueueSelector(["*"], "default", pause_refresh=0)
-    claimed = ReadyExecution.objects.claim(selector, 1, worker.process.pk)
-    (job,) = jobs_of(claimed)
-    worker.in_flight.add(job.pk)
-    worker.recorder.add(
-        run_outcome(
-            job,
-            worker_id=worker.name,
-            finished_at=timezone.now(),
-            succeeded=True,
-            return_value=4,
-        )
-    )
+    finished_by(worker, [result], [4])
+    job_id = int(result.id)
     # This connection's transactions (and statements outside them) read
     # from snapshots, as at a server default of REPEATABLE READ: another
     # transaction's change to the job's row fails them with 40001.
@@ -89,7 +76,7 @@ def test_a_serialization_failure_while_recording_keeps_the_real_outcome(backend)
         )
     held, locked = [], threading.Event()
     other = threading.Thread(
-        target=change_under, args=(job.pk, backend_pid(), 2, held, locked)
+        target=change_under, args=(job_id, backend_pid(), 2, held, locked)
     )
     other.start()
     assert locked.wait(timeout=10)
@@ -100,8 +87,8 @@ def test_a_serialization_failure_while_recording_keeps_the_real_outcome(backend)
         other.join(timeout=30)
     assert is_lock_conflict(raised.value)
     # Nothing stored in its place: the outcome waits for the next poll.
-    assert [outcome.job.pk for outcome in worker.recorder.pending] == [job.pk]
-    assert ClaimedExecution.objects.filter(job_id=job.pk).exists()
+    assert [outcome.job.pk for outcome in worker.recorder.pending] == [job_id]
+    assert ClaimedExecution.objects.filter(job_id=job_id).exists()
 
     connection.close()  # the guard's reconnect, at READ COMMITTED again
     worker.record_outcomes()
