@@ -94,7 +94,7 @@ def check_backend(backend, steady_queue_databases, **kwargs):
 
 
 def check_queue_database(database):
-    """The checks that read a queue database: E005, W001, W003."""
+    """The checks that read a queue database: E005, W001, W003, W005, E018."""
     return [*_check_migrated(database), *database_warnings(database)]
 
 

@@ -1,7 +1,7 @@
 """Checks of how the queue's database is set up for live processes.
 
-W004 reads the settings alone; W001 and W003 read the database, so Django
-runs them only where it passes databases (checks tagged ``database``:
+W004 reads the settings alone; W001, W003, W005 and E018 read the database,
+so Django runs them only where it passes databases (checks tagged ``database``:
 ``manage.py check --database``, ``migrate``), and ``manage.py steady_queue``
 asks them itself (its ``check``, and a supervisor's start).
 
@@ -16,6 +16,7 @@ from django.core import checks
 from django.db import DatabaseError, connections
 
 from .dialects import dialect_for
+from .dialects.isolation import isolation_level, runs_stricter
 
 # Python's sqlite3 waits this long for the write lock unless OPTIONS say.
 SQLITE_DEFAULT_TIMEOUT = 5.0
@@ -27,11 +28,77 @@ def check_liveness(options, alias):
 
 
 def database_warnings(database):
-    """W001 and W003 for one queue database: they read it."""
+    """W001, W003, W005 and E018 for one queue database: they read it."""
     return [
         *locking_warnings(database),
         *sqlite_journal_warnings(connections[database], database),
+        *isolation_messages(database),
     ]
+
+
+def isolation_messages(database):
+    """W005 when the database's transactions run at REPEATABLE READ or
+    SERIALIZABLE (its OPTIONS say so): steady_queue's own run at READ
+    COMMITTED, and the project's enqueues with limits may fail with a
+    serialization error. E018 when the PostgreSQL server's default is
+    stricter than READ COMMITTED: statements outside any transaction would
+    run at it too, and no OPTIONS change that."""
+    connection = connections[database]
+    messages = []
+    server_level = _server_default_level(connection)
+    if server_level is not None and server_level != "read committed":
+        messages.append(
+            checks.Error(
+                f"The database {database!r} runs transactions at "
+                f"{server_level.upper()} by the server's default "
+                "(default_transaction_isolation): steady_queue's claims and "
+                "finishes, which run outside any transaction, would read "
+                "from snapshots and could let jobs past their limits.",
+                hint=(
+                    "Set default_transaction_isolation back to 'read "
+                    "committed' (ALTER DATABASE or ALTER ROLE ... RESET "
+                    "default_transaction_isolation), and give your own code "
+                    "its level with DATABASES"
+                    f"[{database!r}]['OPTIONS']['isolation_level']: "
+                    "steady_queue's transactions then run at READ COMMITTED."
+                ),
+                id="steady_queue.E018",
+            )
+        )
+    if runs_stricter(connection):
+        level = isolation_level(connection).upper()
+        messages.append(
+            checks.Warning(
+                f"DATABASES[{database!r}]['OPTIONS']['isolation_level'] runs "
+                f"its transactions at {level}. steady_queue's own "
+                "transactions run at READ COMMITTED whatever it says; a task "
+                "with a concurrency, rate or unique limit enqueued inside one "
+                f"of your transactions at {level} can fail with a "
+                "serialization error (SQLSTATE 40001) instead of passing the "
+                "limit.",
+                hint=(
+                    "Retry such transactions on a serialization failure, as "
+                    "every transaction at that level must be; or enqueue "
+                    "outside them (transaction.on_commit). Silence this once "
+                    "they do."
+                ),
+                id="steady_queue.W005",
+            )
+        )
+    return messages
+
+
+def _server_default_level(connection):
+    """The PostgreSQL server's default_transaction_isolation, lower case;
+    None elsewhere or where it cannot be read."""
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW default_transaction_isolation")
+            return cursor.fetchone()[0].lower()
+    except DatabaseError:
+        return None  # unreachable: E005 and the connection's own error say so
 
 
 def locking_warnings(database):

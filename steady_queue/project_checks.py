@@ -52,7 +52,8 @@ def check_metrics_token(app_configs=None, **kwargs):
 
 
 def check_queue_databases(app_configs=None, databases=None, **kwargs):
-    """W001 and W003 for each queue database Django checks, once per database.
+    """W001, W003, W005 and E018 for each queue database Django checks, once
+    per database.
 
     Registered with the ``database`` tag: Django runs it where it passes
     databases (``manage.py check --database``, ``migrate``). A task backend's

@@ -121,3 +121,24 @@ def cancelled_then_retried_and_claimed(first, second):
     claims = ReadyExecution.objects.claim(selector, 5, registered_process(second))
     assert jobs_of(claims) == [job]
     return job
+
+
+def finished_by(worker, results, values):
+    """Claim these jobs as the worker and hand it their successful outcomes."""
+    from steady_queue.processes.queue_selector import QueueSelector
+
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    claimed = ReadyExecution.objects.claim(selector, len(results), worker.process.pk)
+    jobs = {str(job.pk): job for job in jobs_of(claimed)}
+    for result, value in zip(results, values, strict=True):
+        job = jobs[result.id]
+        worker.in_flight.add(job.pk)
+        worker.recorder.add(
+            run_outcome(
+                job,
+                worker_id=worker.name,
+                finished_at=timezone.now(),
+                succeeded=True,
+                return_value=value,
+            )
+        )

@@ -1,5 +1,6 @@
 """Test helpers: wait for a condition with a deadline, never sleep and hope."""
 
+import contextlib
 import os
 import time
 
@@ -38,3 +39,30 @@ def check_messages(alias="default", **kwargs):
 
     found = task_backends[alias].check(**kwargs)
     return [message for message in found if not message.is_silenced()]
+
+
+@contextlib.contextmanager
+def at_isolation_level(name):
+    """Every connection to the default database (this thread's and those
+    opened later) runs its transactions at the level ``name`` ("repeatable
+    read", "serializable"), as DATABASES[...]['OPTIONS'] would set it."""
+    from django.db import connection
+
+    value = name
+    if connection.vendor == "postgresql":
+        from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+        value = IsolationLevel[name.upper().replace(" ", "_")]
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    missing = object()
+    before = options.get("isolation_level", missing)
+    options["isolation_level"] = value
+    connection.close()
+    try:
+        yield
+    finally:
+        if before is missing:
+            options.pop("isolation_level", None)
+        else:
+            options["isolation_level"] = before
+        connection.close()

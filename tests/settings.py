@@ -126,6 +126,18 @@ def _env_number(name, default):
     return type(default)(value)
 
 
+# tests/integration/test_isolation.py: a forked supervisor whose connections
+# run their transactions at a stricter level ("repeatable read" or
+# "serializable"), as a project's OPTIONS set it.
+if os.environ.get("SQ_TEST_ISOLATION") and DATABASE != "sqlite":
+    _level = os.environ["SQ_TEST_ISOLATION"]
+    if DATABASE == "postgres":
+        from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+        _level = IsolationLevel[_level.upper().replace(" ", "_")]
+    DATABASES["default"].setdefault("OPTIONS", {})["isolation_level"] = _level
+
+
 # tests/integration/test_status.py: a password in the settings, which no log
 # line or report may show (SQLite ignores it, and the local PostgreSQL trusts).
 if os.environ.get("SQ_TEST_DATABASE_PASSWORD"):

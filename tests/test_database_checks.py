@@ -1,4 +1,4 @@
-"""W003 and W004: how the queue's database is set up for live processes."""
+"""W003, W004, W005 and E018: how the queue's database is set up for live processes."""
 
 import pytest
 from django.db import connection, connections
@@ -7,6 +7,7 @@ from steady_queue.conf import parse_options
 from steady_queue.database_checks import (
     check_liveness,
     database_warnings,
+    isolation_messages,
     longest_heartbeat_wait,
     sqlite_journal_warnings,
 )
@@ -79,3 +80,68 @@ def test_the_database_checks_run_where_django_passes_databases():
     # These servers can skip locked rows, and the test database is in WAL.
     ids = {m.id for m in checks.run_checks(databases=["default"])}
     assert not ids & {"steady_queue.W001", "steady_queue.W003"}
+
+
+@pytest.fixture
+def isolation_option():
+    """Set the default database's OPTIONS['isolation_level'] for one test."""
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    missing = object()
+    before = options.get("isolation_level", missing)
+
+    def set_level(name):
+        if connection.vendor == "postgresql":
+            from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+            options["isolation_level"] = IsolationLevel[name.upper().replace(" ", "_")]
+        else:
+            options["isolation_level"] = name
+
+    yield set_level
+    if before is missing:
+        options.pop("isolation_level", None)
+    else:
+        options["isolation_level"] = before
+
+
+def isolation_ids():
+    return [message.id for message in isolation_messages("default")]
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_a_stricter_isolation_level_is_warned_with_what_it_means(
+    isolation_option, level
+):
+    if connection.vendor == "sqlite":
+        assert isolation_ids() == [], "SQLite has no levels to choose"
+        return
+    isolation_option(level)
+    (warning,) = isolation_messages("default")
+    assert warning.id == "steady_queue.W005"
+    assert "DATABASES['default']['OPTIONS']['isolation_level']" in warning.msg
+    assert level.upper() in warning.msg
+    assert "READ COMMITTED" in warning.msg
+    assert "SQLSTATE 40001" in warning.msg
+
+
+def test_read_committed_is_not_warned(isolation_option):
+    if connection.vendor != "sqlite":
+        isolation_option("read committed")
+    assert isolation_ids() == []
+
+
+def test_a_postgresql_server_default_stricter_than_read_committed_is_refused():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's default_transaction_isolation")
+    with connection.cursor() as cursor:
+        cursor.execute("SET default_transaction_isolation = 'repeatable read'")
+    try:
+        (error,) = isolation_messages("default")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET default_transaction_isolation")
+    assert error.id == "steady_queue.E018"
+    assert error.is_serious()
+    assert "REPEATABLE READ" in error.msg
+    assert "default_transaction_isolation" in error.hint
+    assert "['OPTIONS']['isolation_level']" in error.hint

@@ -24,6 +24,11 @@ class Dialect:
     # a READ COMMITTED statement sees them anyway.
     latest_read_clause = ""
 
+    def isolation_level(self, settings):
+        """The isolation level a DATABASES entry runs transactions at
+        (lower case, as SQL names it); None where there is no choice."""
+        return None
+
     def location(self, settings):
         """Where a database of this family is, from its DATABASES entry:
         host, port and name (never the password)."""

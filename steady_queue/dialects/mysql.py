@@ -39,6 +39,12 @@ class MySQL(Dialect):
     # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
     # both inside one transaction, so the locks hold until the delete commits.
 
+    def isolation_level(self, settings):
+        # Django's default is READ COMMITTED; a level set to None or "" leaves
+        # the server's (InnoDB's own default: REPEATABLE READ).
+        value = settings.get("OPTIONS", {}).get("isolation_level", "read committed")
+        return value.lower() if value else "repeatable read"
+
     def runs_compound_statements(self, connection):
         # MySQL runs compound statements only inside stored programs.
         return connection.mysql_is_mariadb

@@ -8,7 +8,9 @@ from .base import Dialect
 # 40P01 deadlock detected, 55P03 lock not available, 57014 statement cut off
 # (statement_timeout, most often while it waited for a lock): the transaction
 # was rolled back and may run again. Never a reason to give up on a row.
-LOCK_CONFLICT_STATES = {"40P01", "55P03", "57014"}
+# 40001 a serialization failure (a transaction at REPEATABLE READ or
+# SERIALIZABLE met a row changed since its snapshot) is one too.
+LOCK_CONFLICT_STATES = {"40001", "40P01", "55P03", "57014"}
 
 # Class 08 (connection exception) and 57P01-57P03 (the server is shutting
 # down or restarting): the connection is gone, whatever the statement was.
@@ -33,6 +35,19 @@ class PostgreSQL(Dialect):
     announces_ready_jobs = True
     # KEY SHARE: blocks the row's deletion, not its heartbeat updates.
     share_lock_clause = " FOR KEY SHARE"
+
+    def isolation_level(self, settings):
+        value = settings.get("OPTIONS", {}).get("isolation_level")
+        if value is None:
+            # The server's default_transaction_isolation: READ COMMITTED
+            # unless set otherwise (W005 reads it).
+            return "read committed"
+        from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+        try:
+            return IsolationLevel(value).name.replace("_", " ").lower()
+        except ValueError:
+            return None  # Django refuses it when it connects
 
     def preparing_cursor(self, connection):
         # Django's psycopg cursors bind parameters client-side, which psycopg

@@ -20,8 +20,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connections
 from django.utils import timezone
 
+from ..dialects.isolation import runs_stricter
 from ..exceptions import ConcurrencyLimitDiscarded, RateLimitDiscarded, error_payload
 from .base import RowBusy
 from .rate_start import RateStart
@@ -75,6 +77,12 @@ class Admission:
         # key -> Window, locked.
         self.windows = {}
         self._database_now = None
+        # Where transactions may run at REPEATABLE READ or SERIALIZABLE, a
+        # window's row is written by every admission to it, not only when
+        # its next slot moves: a transaction whose snapshot is older than
+        # another's admission then fails to lock it (PostgreSQL's
+        # serialization failure) rather than count without that start.
+        self.writes_each_admission = runs_stricter(connections[db])
 
     @property
     def database_now(self):
@@ -191,6 +199,7 @@ class Admission:
             for window in self.windows.values()
             if (next_slot := window.next_opening() if window.waiting else None)
             != window.next_slot_at
+            or (window.admitted and self.writes_each_admission)
         }
         if next_slots:
             self.rate_windows.set_next_slots(next_slots, now)

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from .. import doorbell
 from ..dialects import dialect_for, is_lock_conflict
+from ..dialects.isolation import StaleSnapshot, atomic
 
 # PostgreSQL channel on which new ready jobs are announced, with the backend
 # alias they were enqueued through as the payload; workers LISTEN on it so they
@@ -76,7 +77,7 @@ class QueueQuerySet(models.QuerySet):
         row = self.select_for_update().filter(**lookup).values_list(*fields)
         if nowait and self.connection.features.has_select_for_update_nowait:
             try:
-                with transaction.atomic(using=self.db):
+                with atomic(using=self.db):
                     found = self.select_for_update(nowait=True).filter(**lookup)
                     found = found.values_list(*fields).first()
             except DatabaseError as error:
@@ -88,11 +89,17 @@ class QueueQuerySet(models.QuerySet):
         if found is not None:
             return found
         try:
-            with transaction.atomic(using=self.db):
+            with atomic(using=self.db):
                 self.create(**lookup, **defaults)
             return None
         except IntegrityError:
-            return row.first()
+            found = row.first()
+        if found is None:
+            # Another transaction created the row, and it is not in this
+            # one's snapshot (a caller's at REPEATABLE READ or SERIALIZABLE):
+            # nothing here may be decided without it.
+            raise StaleSnapshot(self.db, f"the row {lookup} of {self.model.__name__}")
+        return found
 
     def delete_rows(self):
         """Delete these rows in one statement, without the ORM's cascade collector.

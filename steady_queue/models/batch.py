@@ -18,12 +18,13 @@ free (count_deferred), where the batch may then end.
 import logging
 from collections import Counter, defaultdict
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from ..exceptions import BatchEndedError
 from ..pipeline.loader import load_task
 from ..pipeline.open_batch import outside_any_batch
@@ -150,7 +151,7 @@ class BatchQuerySet(QueueQuerySet):
         One transaction takes the endings and adds them, so each is counted
         exactly once; if that makes the batch done, it ends in it.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             row = self.filter(pk=batch_id)
             if row.exists() and not row.skip_locked().values_list("pk"):
                 return False  # still held: counted on a later sweep
@@ -173,7 +174,7 @@ class BatchQuerySet(QueueQuerySet):
         retried = {}
         ended = self.exclude(ended_at=None).order_by("pk")
         for batch_id in ended.values_list("pk", flat=True).iterator():
-            with transaction.atomic(using=self.db):
+            with atomic(using=self.db):
                 batch = self.select_for_update().filter(pk=batch_id).first()
                 if batch is not None and batch.failed_callbacks():
                     retried[batch_id] = batch.retry_failed_callbacks()
@@ -326,7 +327,7 @@ class Batch(models.Model):
         """
         spec = self.callbacks[event]
         try:
-            with outside_any_batch(), transaction.atomic(using=self._state.db):
+            with outside_any_batch(), atomic(using=self._state.db):
                 task = load_task(spec["task_path"]).using(
                     queue_name=spec["queue_name"],
                     priority=spec["priority"],

@@ -10,6 +10,7 @@ from django.utils import timezone
 # The models that import this module, read through their package when called.
 from .. import models as models_package
 from ..decorators.limits import limits_by_job
+from ..dialects.isolation import atomic
 from .admission import BLOCKED, CONCURRENCY, DEFERRED, DISCARDED, RATE, Admission
 from .execution import Execution, ExecutionQuerySet
 from .rate_window import RateWindow
@@ -79,7 +80,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         go from (or enqueuing under) right now is skipped, not waited for:
         then None.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             admission = Admission(self.db, now, out_of_order=True)
             if not admission.adopt_window(key):
                 return None
@@ -185,7 +186,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         )
 
     def _release_in_own_transaction(self, key):
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             self.release_next([key], holding=False)
 
     def expired(self, now=None):
@@ -233,7 +234,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
                 break
             seen.update(keys)
             for key in keys:
-                with transaction.atomic(using=self.db):
+                with atomic(using=self.db):
                     released.extend(self.release_next([key], now, holding=False))
         return released
 
@@ -247,7 +248,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         still keep to the limits.
         """
         now = timezone.now()
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             rows = self.delete_returning(["job", "waits_for"])
             waiting_for = dict(rows)
             jobs = list(
@@ -270,7 +271,7 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         given back (and the next blocked jobs of their keys released) in the
         same transaction.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             holding = list(
                 models_package.Job.objects.using(self.db)
                 .filter(pk__in=self.filter(waits_for=RATE).values("job_id"))

@@ -1,10 +1,11 @@
 """The abstract execution row: one per job, in the table named by the job's state."""
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Count, Min
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from .base import QueueQuerySet
 from .batch import Batch
 
@@ -51,7 +52,7 @@ class ExecutionQuerySet(QueueQuerySet):
 
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
             self.count_discarded_in_batches(jobs)

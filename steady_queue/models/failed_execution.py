@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from django.db import transaction
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from .batch import Batch
 from .blocked_execution import BlockedExecution
 from .execution import Execution, ExecutionQuerySet
@@ -105,7 +105,7 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
         Returns a RetryOutcome: which jobs went ready, scheduled or blocked,
         and which were discarded again at once for want of a concurrency slot.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             # In id order: when a concurrency key has fewer free slots than
             # retried jobs, the oldest jobs take them.

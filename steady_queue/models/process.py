@@ -4,10 +4,11 @@ import os
 import socket
 from datetime import timedelta
 
-from django.db import models, transaction
+from django.db import models
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from ..exceptions import ProcessPrunedError, error_payload
 from .base import QueueQuerySet
 from .cancelled_run import CancelledRun
@@ -160,7 +161,7 @@ class Process(models.Model):
         overrun, ids failed with others_error)."""
         db = self._state.db
         rows = type(self).objects.using(db).filter(pk=self.pk)
-        with transaction.atomic(using=db):
+        with atomic(using=db):
             # The row first, as deregister() and so a pruner lock it: one lock
             # order, no deadlock; and if it is gone, its claims were resolved.
             if not rows.select_for_update().values_list("pk", flat=True):
@@ -185,7 +186,7 @@ class Process(models.Model):
         db = self._state.db
         rows = type(self).objects.using(db).filter(pk=self.pk)
         workers = {self.pk: self.name}
-        with transaction.atomic(using=db):
+        with atomic(using=db):
             if not rows.select_for_update().values_list("pk", flat=True):
                 return []  # deregistered meanwhile, by whoever locked it first
             if claims_error is None:

@@ -2,12 +2,13 @@
 
 from datetime import timedelta
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from .base import QueueQuerySet
 from .rate_start import RateStart
 
@@ -107,7 +108,7 @@ class RateWindowQuerySet(QueueQuerySet):
                 fields,
                 nowait=nowait,
             )
-            if found is None:
+            if found is None:  # created now, by this transaction
                 found = self.filter(key=key).values_list(*fields).first()
         pk, to, period, next_slot_at = found
         if limit is not None and (to, period) != (limit.to, limit.per):
@@ -152,7 +153,7 @@ class RateWindowQuerySet(QueueQuerySet):
             )
             if not pks:
                 return deleted, starts
-            with transaction.atomic(using=self.db):
+            with atomic(using=self.db):
                 locked = list(
                     self.filter(pk__in=pks, next_slot_at__isnull=True)
                     .skip_locked()

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from .claimed_execution import Claim, ClaimedExecution
 from .execution import Execution, ExecutionQuerySet
 from .process import Process
@@ -89,7 +90,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         transaction, or they would stay taken until their semaphores expire;
         and the starts it took in rate windows are taken back.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
             limited = list(
@@ -172,7 +173,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
-        with transaction.atomic(using=self.db), self.connection.cursor() as cursor:
+        with atomic(using=self.db), self.connection.cursor() as cursor:
             ids = self.dialect.delete_picked(
                 cursor, table, quote("job_id"), pick_sql, pick_params
             )

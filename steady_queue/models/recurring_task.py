@@ -2,10 +2,11 @@
 
 from functools import cached_property
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, models
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from ..dialects.isolation import atomic
 from ..exceptions import RecurringTaskError
 from ..pipeline.arguments import decode_arguments, serialize_arguments
 from ..pipeline.loader import load_task
@@ -50,7 +51,7 @@ class RecurringTaskQuerySet(QueueQuerySet):
     def sync_static(self, backend_name, specs):
         """Upsert a backend's static tasks; delete static ones no longer declared."""
         rows = [self.model.from_spec(spec, static=True) for spec in specs]
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             if rows:
                 # MySQL upserts on any unique key and takes no conflict target.
                 target = self.connection.features.supports_update_conflicts_with_target
@@ -68,7 +69,7 @@ class RecurringTaskQuerySet(QueueQuerySet):
         """Add or change a dynamic task; refuse a key that a static task uses."""
         row = self.model.from_spec(spec, static=False)
         fields = {name: getattr(row, name) for name in DECLARED_FIELDS}
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             # A write first, not a read: SQLite cannot turn a transaction that
             # began by reading into a writing one while the scheduler writes
             # ("database is locked" at once, with no busy wait); a write waits
@@ -85,7 +86,7 @@ class RecurringTaskQuerySet(QueueQuerySet):
                     )
                 try:
                     # A savepoint: a concurrent call may insert the key first.
-                    with transaction.atomic(using=self.db):
+                    with atomic(using=self.db):
                         self.create(key=spec.key, **fields)
                 except IntegrityError:
                     self.filter(key=spec.key, static=False).update(
@@ -180,7 +181,7 @@ class RecurringTask(models.Model):
         try:
             # The tick is claimed before the job is written, so a scheduler that
             # loses the race writes no job and sends no task_enqueued signal.
-            with transaction.atomic(using=self._state.db):
+            with atomic(using=self._state.db):
                 execution = executions.record(self.key, run_at)
                 args, kwargs = self.call_arguments()
                 result = task.enqueue(*args, **kwargs)

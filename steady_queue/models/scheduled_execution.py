@@ -1,10 +1,11 @@
 """ScheduledExecution: jobs waiting for their run_after time."""
 
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects.isolation import atomic
 from .execution import Execution, ExecutionQuerySet
 from .ready_execution import ReadyExecution
 
@@ -58,7 +59,7 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
         if enqueued at this moment.
         """
         now = timezone.now()
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             rows = self.due(now).pop_batch(
                 batch_size, ["job", "queue_name", "priority"]
             )
@@ -94,7 +95,7 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
         time: a limited job takes a free slot, or is blocked (or discarded)
         when none is free. Only a blocked job's "run now" forces past a limit.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = list(models_package.Job.objects.using(self.db).filter(pk__in=ids))
             models_package.Job.objects.using(self.db).dispatch_all(jobs, timezone.now())

@@ -1,8 +1,9 @@
 """UniqueKey: which job last took a unique key, to find a pending duplicate."""
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Exists, OuterRef
 
+from ..dialects.isolation import atomic, in_a_snapshot
 from .base import QueueQuerySet
 from .blocked_execution import BlockedExecution
 from .ready_execution import ReadyExecution
@@ -27,11 +28,21 @@ class UniqueKeyQuerySet(QueueQuerySet):
         return None
 
     def pending_job(self, job_id):
-        """Whether a job is waiting to start: ready, scheduled or blocked."""
-        return any(
-            model.objects.using(self.db).filter(job_id=job_id).exists()
-            for model in (ReadyExecution, ScheduledExecution, BlockedExecution)
-        )
+        """Whether a job is waiting to start: ready, scheduled or blocked.
+
+        Inside a caller's transaction at REPEATABLE READ or SERIALIZABLE the
+        rows are read with a lock: one claimed or moved since the snapshot
+        then fails the read (PostgreSQL's serialization failure; MySQL's
+        locking read sees it gone) rather than pass for pending.
+        """
+        locking = in_a_snapshot(self.connection)
+        for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
+            rows = model.objects.using(self.db).filter(job_id=job_id)
+            if locking:
+                rows = rows.select_for_update()
+            if rows.values_list("pk").first() is not None:
+                return True
+        return False
 
     def stale(self):
         """Keys whose job is no longer pending (it started, or was deleted)."""
@@ -77,7 +88,7 @@ class UniqueKeyQuerySet(QueueQuerySet):
         """
         if not rows:
             return 0
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             locked = list(
                 self.filter(
                     pk__in=[pk for pk, _ in rows],

@@ -10,9 +10,8 @@ import collections
 import logging
 import time
 
-from django.db import transaction
-
 from ..decorators.timeouts import overrun_error
+from ..dialects.isolation import atomic
 from ..models import ClaimedExecution
 
 logger = logging.getLogger("steady_queue")
@@ -135,5 +134,5 @@ class JobStopping:
 
     def stop_cancelled_runs(self, job_ids):
         """These cancelled runs have stopped here: give back their slots."""
-        with transaction.atomic(using=self.database):
+        with atomic(using=self.database):
             self.process.cancelled_runs_ended(job_ids).stopped()

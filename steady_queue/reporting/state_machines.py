@@ -1,9 +1,10 @@
 """Where the rows of each StatorModel stand: counts per state, and stuck rows."""
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.utils import timezone
 
 from ..dialects import database_error_line
+from ..dialects.isolation import atomic
 from ..statemachines.models import rows_of, runnable_models
 
 # A row still in a non-terminal state this long after entering it is shown as
@@ -29,7 +30,7 @@ def _model_overview(model, now):
         # A savepoint inside a caller's transaction (an admin view under
         # ATOMIC_REQUESTS): on PostgreSQL a failed read would otherwise
         # abort the rest of the page's queries.
-        with transaction.atomic(using=rows.db):
+        with atomic(using=rows.db):
             counts = rows.counts_by_state()
             stuck = rows.stuck(STUCK_AFTER_SECONDS, now).count()
     except DatabaseError as error:

@@ -13,10 +13,11 @@ from datetime import timedelta
 
 from django.apps import apps
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
-from django.db import models, router, transaction
+from django.db import models, router
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from ..dialects.isolation import atomic
 from ..models.base import QueueQuerySet
 from .graph import DEFAULT_TRY_INTERVAL
 from .indexes import add_stator_indexes
@@ -138,7 +139,7 @@ class StatorQuerySet(QueueQuerySet):
             f"{column['state_next_attempt_at']} = "
             f"CASE {column['state']} {retries} END"
         )
-        with transaction.atomic(using=self.db), connection.cursor() as cursor:
+        with atomic(using=self.db), connection.cursor() as cursor:
             keys = self.dialect.update_picked(
                 cursor,
                 quote(meta.db_table),
@@ -170,7 +171,7 @@ class StatorQuerySet(QueueQuerySet):
                 moves[state.name].append(row.pk)
         held = self.filter(state_locked_until=lease)
         written = 0
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             for name, pks in moves.items():
                 state = self.graph.get(name)
                 written += held.filter(pk__in=pks).update(**entering(state, now))

@@ -4,14 +4,12 @@ max_allowed_packet (error 1153, then 2006), which is no outage."""
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
-from steady_queue.models import ClaimedExecution, Process, ReadyExecution
-from steady_queue.processes.queue_selector import QueueSelector
+from steady_queue.models import ClaimedExecution, Process
 
 from .. import tasks
-from ..factories import jobs_of, run_outcome
+from ..factories import finished_by
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -26,25 +24,6 @@ def max_allowed_packet():
     with connection.cursor() as cursor:
         cursor.execute("SELECT @@max_allowed_packet")
         return cursor.fetchone()[0]
-
-
-def finished_by(worker, results, values):
-    """Claim these jobs as the worker and hand it their successful outcomes."""
-    selector = QueueSelector(["*"], "default", pause_refresh=0)
-    claimed = ReadyExecution.objects.claim(selector, len(results), worker.process.pk)
-    jobs = {str(job.pk): job for job in jobs_of(claimed)}
-    for result, value in zip(results, values, strict=True):
-        job = jobs[result.id]
-        worker.in_flight.add(job.pk)
-        worker.recorder.add(
-            run_outcome(
-                job,
-                worker_id=worker.name,
-                finished_at=timezone.now(),
-                succeeded=True,
-                return_value=value,
-            )
-        )
 
 
 def test_an_outcome_over_max_allowed_packet_fails_its_job_alone(backend):

@@ -8,13 +8,13 @@ where a failed run's retry policy is asked whether it runs again.
 from dataclasses import replace
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from ... import models as models_package
 from ...conf import options_of_backend
 from ...decorators.retries import policy_for
+from ...dialects.isolation import atomic
 from ...dialects.postgresql import PostgreSQL
 from ...exceptions import JobCancelledError, ResultNotStorableError
 from ..batch import DONE_SQL as BATCH_DONE_SQL
@@ -163,7 +163,7 @@ class Finishing:
                 outcomes, process_id, preserve_finished_jobs
             )
             return [by_id[job_id] for job_id in sorted(held_ids)]
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             held_ids = self._delete_held(process_id, sorted(by_id))
             recorded = [by_id[job_id] for job_id in held_ids]
             recorded = self._record(recorded, preserve_finished_jobs)
@@ -232,7 +232,7 @@ class Finishing:
         params += [[job.batch_id for job in jobs], process_id]
         # A transaction: the batch a count made done is ended (stamped, its
         # callbacks enqueued) in the one that counted it, or not at all.
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             rows = self.run_prepared(sql, params)
             done = [batch_id for job_id, batch_id in rows if batch_id is not None]
             if done:

@@ -4,12 +4,13 @@ cancelled, by a supervisor, a dispatcher or an operator.
 
 import logging
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
 from ... import models as models_package
 from ...dialects import refuses_the_row
+from ...dialects.isolation import atomic
 from ...exceptions import cancellation_payload
 from ...pipeline.loader import tasks_by_path
 from ...pipeline.outcome import Outcome
@@ -34,7 +35,7 @@ class Releasing:
         limits again (it may wait, blocked, for room in its windows).
         """
         worker_ids_by_process = worker_ids_by_process or {}
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             # Only the columns needed: one row's unreadable arguments must not
             # stop the others from going back to ready.
             claims, jobs = self._take_claims(
@@ -92,7 +93,7 @@ class Releasing:
         try:
             # A savepoint: a row the database refuses to update must not keep
             # the jobs from going back to ready; they lose only the count.
-            with transaction.atomic(using=self.db):
+            with atomic(using=self.db):
                 models_package.Job.objects.using(self.db).bulk_update(jobs, fields)
         except DatabaseError:
             logger.exception("Could not count the interrupted attempts of %s", jobs)
@@ -107,7 +108,7 @@ class Releasing:
         """
         now = timezone.now()
         worker_ids_by_process = worker_ids_by_process or {}
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             # The arguments and the return value are neither read nor written.
             claims, jobs = self._take_claims(
                 lambda jobs: jobs.defer("arguments", "return_value")
@@ -201,7 +202,7 @@ class Releasing:
         goes, a failed execution marks the job FAILED, and its slot is freed.
         The error is in the log, not on the row. Returns the jobs.
         """
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = list(
                 models_package.Job.objects.using(self.db)
@@ -223,7 +224,7 @@ class Releasing:
     def fail_overrun(self, process_id, errors, worker_id):
         """Fail a process's overrunning jobs, each with its own error; return
         their ids. The process's other claims are left as they are."""
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             held = self.held_by(process_id)
             failed = []
             for job_id, error in errors.items():

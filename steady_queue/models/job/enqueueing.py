@@ -12,9 +12,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
 from ...dialects import retrying_lock_conflicts
+from ...dialects.isolation import atomic
 from ...exceptions import DuplicateTaskError
 from ...states import State
 from ..base import READY_CHANNEL, mark_saved
@@ -166,7 +165,7 @@ class Enqueueing:
             # savepoint=False: inside the caller's atomic() this adds no
             # SAVEPOINT round trips; a failure still rolls back with the
             # caller's transaction.
-            with transaction.atomic(using=self.db, savepoint=False):
+            with atomic(using=self.db, savepoint=False):
                 self.insert_one(job)
                 job.execution_class().objects.using(self.db).create_for(job)
         return Enqueued(job, _first_state(job))
@@ -264,7 +263,7 @@ class Enqueueing:
         # limits are decided in one pass, every semaphore and window locked
         # once, in key order, and the jobs let through in the order enqueued.
         together = []
-        with transaction.atomic(using=self.db):
+        with atomic(using=self.db):
             # In the savepoint: a refused duplicate is not counted either.
             self._count_in_batches(requests)
             for position in in_lock_order:
@@ -359,7 +358,7 @@ class Enqueueing:
         ]
 
     def _enqueue_batch_in_a_transaction(self, jobs):
-        with transaction.atomic(using=self.db, savepoint=False):
+        with atomic(using=self.db, savepoint=False):
             if self.connection.features.can_return_rows_from_bulk_insert:
                 jobs = self.bulk_create(jobs)
             else:
