@@ -1,9 +1,16 @@
 """health: exit 0 when this host's queue is healthy, 1 when not (for probes)."""
 
+import argparse
+import time
+
 from django.core.management.base import CommandError
 
+from ..durations import parse_duration
 from ..reporting.health import check_health
 from . import common
+
+# How often --wait asks again.
+WAIT_INTERVAL = 1.0
 
 NAME = "health"
 HELP = "Check the database, migrations and this host's supervisor (exit 1: unhealthy)."
@@ -15,11 +22,41 @@ def add_arguments(parser):
         action="store_true",
         help="Accept a live supervisor on any host (default: this host's).",
     )
+    parser.add_argument(
+        "--require-version",
+        metavar="VERSION",
+        help="Also require every live process, on any host, to run this code "
+        "version (a rolling deploy: see docs/deployment.rst).",
+    )
+    parser.add_argument(
+        "--wait",
+        metavar="DURATION",
+        type=_duration,
+        default=0.0,
+        help="Ask again until healthy, for at most this long ('90', '5m'); "
+        "the default asks once.",
+    )
+
+
+def _duration(text):
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
-    health = check_health(backend, this_host=not options["anywhere"])
+    deadline = time.monotonic() + options["wait"]
+    while True:
+        health = check_health(
+            backend,
+            this_host=not options["anywhere"],
+            require_version=options["require_version"],
+        )
+        if health.ok or time.monotonic() >= deadline:
+            break
+        time.sleep(min(WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
     for check in health.checks:
         mark = "ok  " if check.ok else "FAIL"
         command.stdout.write(f"{mark} {check.name}: {check.detail}")

@@ -100,6 +100,13 @@ class Options:
     # The most a call's arguments may take as JSON; a larger call is refused at
     # enqueue (pipeline.arguments.MAX_ARGUMENT_BYTES, 1 MiB).
     max_argument_bytes: int = 1024 * 1024
+    # Rolling deploys (docs/deployment.rst): a worker that cannot load a
+    # job's task hands it back, to run again this many seconds later, for a
+    # process of another code version; it fails the job only once no live
+    # process of a version that has not tried it was seen for
+    # handback_grace seconds (0: fail at once, as before handbacks).
+    handback_delay: float = 5.0
+    handback_grace: float = 600.0
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).

@@ -6,6 +6,7 @@ import signal
 import threading
 
 from .. import signals
+from ..conf.version import code_version
 from ..models import Process
 from .db import DatabaseGuard, close_quietly
 from .heartbeat import Heartbeat
@@ -113,6 +114,7 @@ class Runnable(Interruptible):
                 name=self.name,
                 supervisor_id=self.supervisor_id,
                 metadata=self.metadata(),
+                code_version=code_version(),
             )
 
         ok, value = self.guard.call(insert)

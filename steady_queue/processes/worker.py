@@ -14,6 +14,7 @@ from inspect import iscoroutinefunction
 
 from django.utils import timezone
 
+from ..conf.version import code_version
 from ..decorators.timeouts import timeout_for
 from ..doorbell import Doorbell
 from ..exceptions import TaskNotFoundError
@@ -21,6 +22,7 @@ from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from .claims_ahead import UNSHARED
+from .handback import Handbacks
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
 from .outcome_recorder import OutcomeRecorder
@@ -64,6 +66,9 @@ class Worker(JobStopping, Poller):
         self.runner = JobRunner(type(backend), worker_id=self.name)
         self.recorder = OutcomeRecorder(
             self.database, self.options.preserve_finished_jobs, self.description
+        )
+        self.handbacks = Handbacks(
+            self.database, self.options, code_version(), self.description
         )
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
@@ -244,9 +249,10 @@ class Worker(JobStopping, Poller):
             )
 
     def perform(self, claim):
-        """Start a claimed job on the pool; a job that cannot start is failed."""
+        """Start a claimed job on the pool; a job that cannot start is failed,
+        or handed back for another code version (processes/handback.py)."""
         try:
-            self._start(claim)
+            started = self._start(claim)
         except BaseException as error:
             # Whatever goes wrong here concerns this job alone: the rest of the
             # claim must still run, and no claim may stay without an outcome.
@@ -254,7 +260,8 @@ class Worker(JobStopping, Poller):
                 "%s: could not start job %s", self.description, claim.job.pk
             )
             self.completed(self.runner.not_runnable(claim, error))
-        if claim.job.rate_keys:
+            started = True
+        if started and claim.job.rate_keys:
             self.stamp_rate_start(claim)
 
     def stamp_rate_start(self, claim):
@@ -274,17 +281,25 @@ class Worker(JobStopping, Poller):
             )
 
     def _start(self, claim):
+        """Start the job; return False if it was handed back instead."""
         job = claim.job
         try:
             # The one look-up of this run's task: the runner, the outcome (for
             # its retry policy) and the finished signal all use this one.
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
+            failure = self.handbacks.hand_back_or_fail(claim, self.process.pk, error)
+            if failure is None:
+                self.forget(job.pk)
+                return False
             logger.error(
-                "%s: job %s failed without running: %s", self.description, job.pk, error
+                "%s: job %s failed without running: %s",
+                self.description,
+                job.pk,
+                failure,
             )
-            self.completed(self.runner.not_runnable(claim, error))
-            return
+            self.completed(self.runner.not_runnable(claim, failure))
+            return True
         seconds = timeout_for(task, self.options.timeout)
         if iscoroutinefunction(task.func):
             self.deadlines.watch(job, seconds, grace=ASYNC_GRACE)
@@ -294,6 +309,7 @@ class Worker(JobStopping, Poller):
         else:
             self.deadlines.watch(job, seconds)
             self.pool.post(lambda: self._run(claim, task))
+        return True
 
     def _run(self, claim, task):
         """Run a sync job on a pool thread; never leave it without an outcome."""
