@@ -14,7 +14,7 @@ import sys
 import tarfile
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import FailedExecution, Job, Process
@@ -171,13 +171,16 @@ def test_a_task_no_live_version_has_fails_after_the_grace(
     new = start_supervisor(env=environment(NEW, **env))
     wait_for_versions(OLD, NEW)
 
-    result = tasks.noop.enqueue()
     # Old web code enqueued a task the new release removed, and the old
     # release lost it too (say, renamed twice): no version can load it.
-    Job.objects.filter(pk=result.id).update(task_path="tests.deploy_tasks.removed")
+    # One transaction: no worker sees the job before its path is changed.
+    with transaction.atomic():
+        result = tasks.noop.enqueue()
+        job = Job.objects.filter(pk=result.id)
+        job.update(task_path="tests.deploy_tasks.removed")
 
     wait_for(
-        lambda: status_of(result) == TaskResultStatus.FAILED,
+        lambda: FailedExecution.objects.filter(job_id=result.id).exists(),
         timeout=30,
         message="the job no version can load failed",
     )
