@@ -31,13 +31,20 @@ class Decision:
     error: BaseException | None = None
 
 
-def decide(job, error, *, version, live_versions, now, grace):
+def decide(job, error, *, version, live_versions, now, grace, delay=0.0):
     """Whether a worker of ``version`` that could not load ``job``'s task
     (``error``) hands it back or fails it, given the code versions of the
-    live workers and the database's ``now``."""
+    live workers and the database's ``now``; ``delay`` is how long a handed
+    back job waits."""
     if grace <= 0:
         return Decision(error=error)
     record = job.handbacks or {}
+    last = _time(record.get("last_at"))
+    if last is not None and (now - last).total_seconds() > grace + delay:
+        # Not handed back for longer than the grace: the job was retried by
+        # an operator, or no worker claimed it for that long (all were down).
+        # Either way the versions to wait for are those alive from now on.
+        record = {}
     tried = sorted({*record.get("versions", ()), version})
     since = _time(record.get("since")) or now
     seen = _time(record.get("others_seen_at")) or since
@@ -50,6 +57,7 @@ def decide(job, error, *, version, live_versions, now, grace):
         handbacks={
             "since": since.isoformat(),
             "others_seen_at": seen.isoformat(),
+            "last_at": now.isoformat(),
             "versions": tried,
             "count": record.get("count", 0) + 1,
             "last_error": str(error)[:500],
@@ -98,6 +106,7 @@ class Handbacks:
             live_versions=live.filter(kind="worker").running_versions(),
             now=now,
             grace=self.options.handback_grace,
+            delay=self.options.handback_delay,
         )
         if decision.error is not None:
             return decision.error

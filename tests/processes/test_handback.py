@@ -38,6 +38,7 @@ def handed_back(at, versions, since=None, seen=None, count=1):
     return {
         "since": (since or at).isoformat(),
         "others_seen_at": (seen or at).isoformat(),
+        "last_at": at.isoformat(),
         "versions": versions,
         "count": count,
         "last_error": str(LOAD_ERROR),
@@ -73,7 +74,9 @@ def test_a_worker_hands_back_for_the_grace_when_no_other_version_runs_yet():
 
 
 def test_past_the_grace_with_every_live_version_tried_the_job_fails_naming_them():
-    tried = handed_back(NOW, ["v1", "v2"], count=7)
+    tried = handed_back(
+        NOW + timedelta(seconds=55), ["v1", "v2"], since=NOW, seen=NOW, count=7
+    )
     decision = decide(
         job(tried),
         LOAD_ERROR,
@@ -92,8 +95,10 @@ def test_past_the_grace_with_every_live_version_tried_the_job_fails_naming_them(
 
 
 def test_a_version_that_has_not_tried_keeps_the_job_past_the_grace():
-    tried = handed_back(NOW, ["v1"], count=7)
     later = NOW + timedelta(seconds=600)
+    tried = handed_back(
+        later - timedelta(seconds=1), ["v1"], since=NOW, seen=NOW, count=7
+    )
     decision = decide(
         job(tried),
         LOAD_ERROR,
@@ -105,6 +110,34 @@ def test_a_version_that_has_not_tried_keeps_the_job_past_the_grace():
 
     assert decision.error is None
     assert decision.handbacks["others_seen_at"] == later.isoformat()
+
+
+def test_a_record_older_than_the_grace_starts_over():
+    # Retried by an operator long after it failed: the wait begins again.
+    old = handed_back(NOW, ["v1", "v2"], count=9)
+    later = NOW + timedelta(hours=2)
+    decision = decide(
+        job(old), LOAD_ERROR, version="v2", live_versions=["v2"], now=later, grace=60
+    )
+
+    assert decision.error is None
+    assert decision.handbacks == handed_back(later, ["v2"])
+
+
+def test_a_delay_longer_than_the_grace_still_ends_in_a_failure():
+    since = NOW - timedelta(seconds=10)
+    tried = handed_back(NOW - timedelta(seconds=5.3), ["v1"], since=since, seen=since)
+    decision = decide(
+        job(tried),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["v1"],
+        now=NOW,
+        grace=3,
+        delay=5,
+    )
+
+    assert isinstance(decision.error, TaskNotFoundError)
 
 
 def test_a_grace_of_zero_fails_at_once_with_the_load_error():
