@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.contrib import admin
 from django.utils import timezone
 
+from steady_queue.admin.jobs import JobAdmin
 from steady_queue.compat import TaskResultStatus
 from steady_queue.conf.version import code_version, git_commit, tasks_hash
 from steady_queue.exceptions import TaskNotFoundError
@@ -173,6 +175,10 @@ def test_a_handed_back_job_waits_counts_no_attempt_and_frees_its_slot(make_worke
     assert Semaphore.objects.get(key__endswith="k").value == 1
     limited.refresh()
     assert limited.status == TaskResultStatus.READY
+    # The job's admin page says who handed it back, and why.
+    shown = JobAdmin(Job, admin.site).handed_back(row)
+    assert shown.startswith(f"1 time(s) since {row.handbacks['since']}, by workers of")
+    assert "tests.tasks.renamed_away" in shown
     # The worker goes on: its row is its own, and it claims again.
     assert Process.objects.filter(name=worker.name).exists()
 
