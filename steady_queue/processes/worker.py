@@ -288,7 +288,22 @@ class Worker(JobStopping, Poller):
             # its retry policy) and the finished signal all use this one.
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
-            failure = self.handbacks.hand_back_or_fail(claim, self.process.pk, error)
+            try:
+                failure = self.handbacks.hand_back_or_fail(
+                    claim, self.process.pk, error
+                )
+            except Exception:
+                # The database failed us, not the job: whether the handback
+                # committed or not, the next poll puts back to ready a claim
+                # still held and not in flight, counting no attempt.
+                logger.warning(
+                    "%s: could not hand back job %s; it goes back to ready",
+                    self.description,
+                    job.pk,
+                    exc_info=True,
+                )
+                failure = None
+                self.claims_uncertain = True
             if failure is None:
                 self.forget(job.pk)
                 return False

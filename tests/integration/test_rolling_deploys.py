@@ -24,7 +24,13 @@ from ..conftest import ROOT
 from ..helpers import scaled, wait_for
 from .support import runs_by_label, status_of, wait_for_exit
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not (ROOT / ".git").exists(), reason="needs a git checkout to extract from"
+    ),
+]
 
 OLD, NEW = "v1", "v2"
 # The task only the newer release has: deleted from the older checkout.

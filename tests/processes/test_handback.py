@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.contrib import admin
+from django.db import connection, connections
 from django.utils import timezone
 
 from steady_queue.admin.jobs import JobAdmin
@@ -202,3 +203,41 @@ def test_the_version_defaults_to_the_checkouts_commit_or_a_hash_of_the_tasks(
     assert git_commit(tmp_path) is None
     fingerprint = tasks_hash()
     assert fingerprint.startswith("tasks-") and fingerprint == tasks_hash()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handback_the_database_refuses_goes_back_to_ready_at_the_next_poll(
+    make_worker,
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("a lock_timeout error is PostgreSQL's")
+    limited = tasks.one_at_a_time.enqueue("unused", "k", 0)
+    Job.objects.filter(pk=int(limited.id)).update(task_path="tests.tasks.renamed_away")
+    worker = make_worker(threads=1)
+    worker.handbacks.options = replace(worker.options, handback_grace=600)
+    # Another transaction holds the job's semaphore row, which the handback
+    # updates (it gives the slot back): the handback's transaction times out.
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("SELECT id FROM steady_queue_semaphores FOR UPDATE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '200ms'")
+        worker.poll()
+    finally:
+        other.rollback()
+        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = 0")
+
+    assert worker.claims_uncertain and not worker.in_flight
+    assert ClaimedExecution.objects.filter(job_id=int(limited.id)).exists()
+
+    # The claim goes back to ready, and is claimed and handed back again.
+    worker.poll()
+    row = Job.objects.get(pk=int(limited.id))
+    assert row.worker_ids == [] and row.errors == []
+    assert row.handbacks["count"] == 1
+    assert ScheduledExecution.objects.filter(job_id=row.pk).exists()
+    assert not ClaimedExecution.objects.exists()
