@@ -65,12 +65,45 @@ def release_before_versions():
     return f"{added[-1].decode()}^"
 
 
+# The older release's tests/deploy_tasks.py: a task the newer one dropped,
+# and not the task the newer one added.
+OLD_TASK_MODULE_TEXT = """\
+import os
+
+from steady_queue.compat import task
+
+
+@task
+def dropped_in_the_new_release(path, label):
+    with open(path, "a") as file:
+        file.write(f"{label} {os.environ.get('STEADY_QUEUE_CODE_VERSION')}\\n")
+    return label
+"""
+
+
 @pytest.fixture
 def older_release(tmp_path):
-    """HEAD's files without the new task: a release the task came after."""
+    """HEAD's files, with a task the tree dropped and without the one it
+    added: a release before both changes."""
     root = extract("HEAD", tmp_path / "older")
-    (root / NEW_TASK_MODULE).unlink(missing_ok=True)
+    (root / NEW_TASK_MODULE).write_text(OLD_TASK_MODULE_TEXT)
     return root
+
+
+def enqueue_with(root, code, *args):
+    """Run ``code`` (Python, with django set up) in the checkout at ``root``."""
+    subprocess.run(
+        [sys.executable, "-c", f"import django, sys; django.setup(); {code}", *args],
+        cwd=root,
+        env={
+            **os.environ,
+            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
+            "PYTHONPATH": str(root),
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+        },
+        check=True,
+        timeout=scaled(60),
+    )
 
 
 def environment(version, **more):
@@ -164,6 +197,43 @@ def test_a_task_only_the_new_release_has_waits_for_it_and_never_fails(
         # A handback counts no attempt: the one run is the only one named.
         assert len(job.worker_ids) == 1
         assert job.errors == []
+    stop(old)
+    stop(new)
+
+
+def test_a_task_the_new_release_dropped_runs_on_an_old_worker(
+    start_supervisor, older_release, tmp_path
+):
+    ran = tmp_path / "ran.txt"
+    new = start_supervisor(env=environment(NEW))
+    wait_for_versions(NEW)
+
+    # Old web code, still serving, enqueues a task the new release dropped,
+    # while only new workers run (the old ones were stopped a little early).
+    enqueue_with(
+        older_release,
+        "from tests import deploy_tasks; "
+        "[deploy_tasks.dropped_in_the_new_release.enqueue(sys.argv[1], f'old-{n}')"
+        " for n in range(12)]",
+        str(ran),
+    )
+    wait_for(
+        lambda: Job.objects.filter(handbacks__count__gte=1).count() == 12,
+        timeout=30,
+        message="the new workers handed every job back",
+    )
+    # Within the grace, an old worker comes back (a rollback, say).
+    old = start_supervisor(env=environment(OLD), root=older_release)
+    wait_for(
+        lambda: Job.objects.finished().count() == 12,
+        timeout=60,
+        message="every job of the dropped task ran",
+    )
+
+    assert FailedExecution.objects.count() == 0
+    assert set(runs_by_label(ran).values()) == {1} and len(runs_by_label(ran)) == 12
+    assert {line.split()[1] for line in ran.read_text().splitlines()} == {OLD}
+    assert all(job.handbacks["versions"] == [NEW] for job in Job.objects.all())
     stop(old)
     stop(new)
 
@@ -263,21 +333,11 @@ def test_the_previous_release_runs_on_through_this_releases_migrations(
     wait_for_versions("", NEW)
 
     # The previous release enqueues (its rows name no new column) ...
-    script = (
-        "import django, sys; django.setup(); from tests import tasks; "
-        "[tasks.record_run.enqueue(sys.argv[1], f'old-{n}') for n in range(10)]"
-    )
-    subprocess.run(
-        [sys.executable, "-c", script, str(ran)],
-        cwd=previous,
-        env={
-            **os.environ,
-            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-            "PYTHONPATH": str(previous),
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-        },
-        check=True,
-        timeout=scaled(60),
+    enqueue_with(
+        previous,
+        "from tests import tasks; "
+        "[tasks.record_run.enqueue(sys.argv[1], f'old-{n}') for n in range(10)]",
+        str(ran),
     )
     # ... and so does this one; both releases' workers run both.
     results = [tasks.record_run.enqueue(str(ran), f"new-{n}") for n in range(10)]
