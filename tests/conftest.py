@@ -104,17 +104,20 @@ def start_supervisor(tmp_path):
     """Fork `manage.py steady_queue` against the test database; killed at teardown."""
     started = []
 
-    def start(*args, env=None):
+    def start(*args, env=None, root=ROOT):
+        # ``root``: another checkout of the project (a previous release, for
+        # tests/integration/test_rolling_deploys.py), run from its own files.
         log_path = tmp_path / f"supervisor-{len(started)}.log"
         environment = {
             **os.environ,
             "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(root),
             **(env or {}),
         }
         with open(log_path, "w") as log:
             popen = subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "manage.py"), *COMMAND, *args],
+                [sys.executable, str(root / "tests" / "manage.py"), *COMMAND, *args],
+                cwd=root,
                 env=environment,
                 stdout=log,
                 stderr=subprocess.STDOUT,

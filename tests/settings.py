@@ -174,7 +174,11 @@ DATABASES["queue"] = _queue_database
 
 # Task modules that are no tasks module by name and that nothing imports at
 # startup: a worker imports only the modules named here among them.
-STEADY_QUEUE_TASK_MODULES = ["tests.poison_tasks", "tests.poison"]
+STEADY_QUEUE_TASK_MODULES = [
+    "tests.poison_tasks",
+    "tests.poison",
+    "tests.deploy_tasks",
+]
 
 TASKS = {
     "default": {
@@ -199,6 +203,10 @@ TASKS = {
             "process_heartbeat_interval": _env_number("SQ_TEST_HEARTBEAT", 1.0),
             "process_alive_threshold": _env_number("SQ_TEST_ALIVE_THRESHOLD", 5.0),
             "shutdown_timeout": _env_number("SQ_TEST_SHUTDOWN_TIMEOUT", 2.0),
+            # The suite's tests of unloadable tasks expect them failed at
+            # once; tests/integration/test_rolling_deploys.py sets a grace.
+            "handback_grace": _env_number("SQ_TEST_HANDBACK_GRACE", 0.0),
+            "handback_delay": _env_number("SQ_TEST_HANDBACK_DELAY", 0.5),
             # tests/stator_app has a StatorModel: runners only where a test
             # asks for them (tests/integration/test_state_machines.py).
             "state_machines": [

@@ -84,3 +84,35 @@ def test_ready_rows_written_before_0007_take_their_job_alias():
         "job__backend_name", "backend_name"
     )
     assert list(stamped) == [("shared", "shared"), ("default", "default")]
+
+
+# Migrations from here on keep the N/N-1 contract of docs/deployment.rst
+# ("Rolling deploys"): the previous release's processes run on through them.
+CONTRACT_SINCE = 12
+ADDITIVE = ("CreateModel", "AddIndex", "AddConstraint", "AddField", "RunPython")
+
+
+def test_migrations_since_the_contract_only_add_what_old_code_can_ignore():
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    checked = []
+    for (app, name), migration in sorted(loader.disk_migrations.items()):
+        if app != "steady_queue" or int(name[:4]) < CONTRACT_SINCE:
+            continue
+        for operation in migration.operations:
+            kind = type(operation).__name__
+            assert kind in ADDITIVE, (
+                f"{name}: {kind} is not additive; the previous release's processes "
+                "would break during a rolling deploy. Remove or change things one "
+                "release after the code stopped using them (docs/deployment.rst)."
+            )
+            if kind == "AddField":
+                field = operation.field
+                assert field.null or field.has_db_default(), (
+                    f"{name}: {operation.model_name}.{operation.name} is NOT NULL "
+                    "without a db_default: the previous release's inserts, which "
+                    "do not name it, would fail. Give it null=True or db_default."
+                )
+        checked.append(name)
+    assert len(checked) >= 2, checked

@@ -15,6 +15,7 @@ from ..models import (
     Process,
 )
 from ..models.job.states import observe, state_of, with_state
+from ..models.process import describe_version
 from ..pipeline.return_values import json_return_value
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
@@ -93,7 +94,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 )
             },
         ),
-        ("Runs", {"fields": ("attempts", "workers", "result_json")}),
+        ("Runs", {"fields": ("attempts", "workers", "handed_back", "result_json")}),
         ("Other", {"fields": ("backend_name", "limits", "batch_link")}),
     )
     readonly_fields = (
@@ -111,6 +112,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "finished",
         "attempts",
         "workers",
+        "handed_back",
         "result_json",
         "backend_name",
         "limits",
@@ -244,6 +246,21 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             )
         names = ", ".join(job.worker_ids or ())
         return "; ".join(part for part in (names, running) if part) or "-"
+
+    @admin.display(description="handed back")
+    def handed_back(self, job):
+        """By which code versions, when a worker could not load its task
+        (rolling deploys: docs/deployment.rst)."""
+        record = job.handbacks
+        if not isinstance(record, dict) or not record.get("versions"):
+            return "-"
+        versions = ", ".join(
+            describe_version(version) for version in record["versions"]
+        )
+        return (
+            f"{record.get('count', 1)} time(s) since {record.get('since', '?')}, "
+            f"by workers of {versions}: {record.get('last_error', '')}"
+        )
 
     @admin.display(description="call")
     def python_arguments(self, job):

@@ -15,10 +15,11 @@ class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "kind",
         "hostname",
         "pid",
+        "code_version",
         "last_heartbeat",
         "running",
     )
-    list_filter = ("kind", "hostname")
+    list_filter = ("kind", "hostname", "code_version")
     search_fields = ("name", "hostname")
     ordering = ("kind", "name")
     readonly_fields = (
@@ -26,6 +27,7 @@ class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "name",
         "pid",
         "hostname",
+        "code_version",
         "supervisor_id",
         "metadata",
         "last_heartbeat",

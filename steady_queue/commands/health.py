@@ -1,10 +1,17 @@
 """health: exit 0 when this host's queue is healthy, 1 when not (for probes)."""
 
+import argparse
+import time
+
 from django.core.management.base import CommandError
 
+from ..durations import parse_duration
 from ..processes.liveness import seconds_since_touched
 from ..reporting.health import check_health
 from . import common
+
+# How often --wait asks again.
+WAIT_INTERVAL = 1.0
 
 NAME = "health"
 HELP = "Check the database, migrations and this host's supervisor (exit 1: unhealthy)."
@@ -30,6 +37,28 @@ def add_arguments(parser):
         "OPTIONS['process_alive_threshold']).",
     )
 
+    parser.add_argument(
+        "--require-version",
+        metavar="VERSION",
+        help="Also require every live process, on any host, to run this code "
+        "version (a rolling deploy: see docs/deployment.rst).",
+    )
+    parser.add_argument(
+        "--wait",
+        metavar="DURATION",
+        type=_duration,
+        default=0.0,
+        help="Ask again until healthy, for at most this long ('90', '5m'); "
+        "the default asks once.",
+    )
+
+
+def _duration(text):
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
 
 def handle(command, options):
     backend = common.steady_queue_backend(options["backend"])
@@ -37,7 +66,16 @@ def handle(command, options):
         return check_liveness(command, backend, options)
     if options["max_age"] is not None:
         raise CommandError("--max-age goes with --liveness-file.")
-    health = check_health(backend, this_host=not options["anywhere"])
+    deadline = time.monotonic() + options["wait"]
+    while True:
+        health = check_health(
+            backend,
+            this_host=not options["anywhere"],
+            require_version=options["require_version"],
+        )
+        if health.ok or time.monotonic() >= deadline:
+            break
+        time.sleep(min(WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
     for check in health.checks:
         mark = "ok  " if check.ok else "FAIL"
         command.stdout.write(f"{mark} {check.name}: {check.detail}")

@@ -106,6 +106,13 @@ class Options:
     # OpenTelemetry spans for enqueues and runs, with the enqueuer's trace
     # context stored with each job (steady_queue.tracing); needs the otel extra.
     opentelemetry: bool = False
+    # Rolling deploys (docs/deployment.rst): a worker that cannot load a
+    # job's task hands it back, to run again this many seconds later, for a
+    # process of another code version; it fails the job only once no live
+    # process of a version that has not tried it was seen for
+    # handback_grace seconds (0: fail at once, as before handbacks).
+    handback_delay: float = 5.0
+    handback_grace: float = 600.0
     scheduler: SchedulerConfig = SchedulerConfig()
     recurring: tuple[RecurringSpec, ...] = ()
     # The TASKS alias these options were read for (set by read_options).

@@ -346,6 +346,8 @@ READERS = {
     "retry": lambda v, w, e: _retry_policy(v, w, e),
     "metrics_label_limit": _positive_int,
     "max_argument_bytes": _positive_int,
+    "handback_delay": _duration,
+    "handback_grace": lambda v, w, e: _duration(v, w, e, allow_zero=True),
     "scheduler": lambda v, w, e: _section(v, w, _SCHEDULER_READERS, SchedulerConfig, e),
     "recurring": _recurring,
 }

@@ -15,7 +15,9 @@ from .cancelled_run import CancelledRun
 
 
 class ProcessQuerySet(QueueQuerySet):
-    def register(self, *, kind, name, supervisor_id=None, metadata=None):
+    def register(
+        self, *, kind, name, supervisor_id=None, metadata=None, code_version=""
+    ):
         """Insert the row for the calling process and return it."""
         now = self.database_now()
         return self.create(
@@ -25,6 +27,7 @@ class ProcessQuerySet(QueueQuerySet):
             hostname=socket.gethostname(),
             supervisor_id=supervisor_id,
             metadata=metadata or {},
+            code_version=code_version,
             last_heartbeat_at=now,
             created_at=now,
         )
@@ -47,6 +50,16 @@ class ProcessQuerySet(QueueQuerySet):
         return self.filter(
             last_heartbeat_at__gte=now - timedelta(seconds=alive_threshold)
         )
+
+    def running_versions(self):
+        """The code versions these processes run, sorted ("" for a release
+        from before processes recorded theirs)."""
+        versions = self.order_by().values_list("code_version", flat=True)
+        return sorted(set(versions))
+
+    def not_running(self, version):
+        """These processes, but those that run ``version``."""
+        return self.exclude(code_version=version)
 
     def counts_by_kind(self):
         """Return {kind: number of processes}."""
@@ -107,6 +120,10 @@ class Process(models.Model):
     hostname = models.CharField(max_length=255)
     supervisor_id = models.BigIntegerField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The code version the process runs (conf/version.py). The database
+    # default lets a release from before this column register beside one
+    # that has it, during a rolling deploy: its rows read "".
+    code_version = models.CharField(max_length=128, blank=True, db_default="")
     last_heartbeat_at = models.DateTimeField()
     created_at = models.DateTimeField()
 
@@ -125,6 +142,10 @@ class Process(models.Model):
 
     def describe(self):
         return f"{self.kind} {self.name} (pid {self.pid} on {self.hostname})"
+
+    def describe_version(self):
+        """Its code version as a sentence names it."""
+        return describe_version(self.code_version)
 
     def heartbeat(self):
         """Record that this process is alive; return False if its row is gone."""
@@ -203,3 +224,8 @@ class Process(models.Model):
             self.cancelled_runs().stopped()
             rows.delete()
         return job_ids
+
+
+def describe_version(version):
+    """A code version as a sentence names it; "" is a release that records none."""
+    return repr(version) if version else "an unrecorded version (an older release)"

@@ -7,6 +7,7 @@ import threading
 import time
 
 from .. import signals
+from ..conf.version import code_version
 from ..models import Process
 from .db import DatabaseGuard, close_quietly
 from .heartbeat import Heartbeat
@@ -137,6 +138,7 @@ class Runnable(Interruptible):
                 name=self.name,
                 supervisor_id=self.supervisor_id,
                 metadata=self.metadata(),
+                code_version=code_version(),
             )
 
         ok, value = self.guard.call(insert)

@@ -14,6 +14,7 @@ from inspect import iscoroutinefunction
 
 from django.utils import timezone
 
+from ..conf.version import code_version
 from ..decorators.timeouts import timeout_for
 from ..doorbell import Doorbell
 from ..exceptions import TaskNotFoundError
@@ -22,6 +23,7 @@ from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from ..tracing import tracing
 from .claims_ahead import UNSHARED
+from .handback import Handbacks
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
 from .outcome_recorder import OutcomeRecorder
@@ -69,6 +71,9 @@ class Worker(JobStopping, Poller):
         )
         self.recorder = OutcomeRecorder(
             self.database, self.options.preserve_finished_jobs, self.description
+        )
+        self.handbacks = Handbacks(
+            self.database, self.options, code_version(), self.description
         )
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
@@ -249,9 +254,10 @@ class Worker(JobStopping, Poller):
             )
 
     def perform(self, claim):
-        """Start a claimed job on the pool; a job that cannot start is failed."""
+        """Start a claimed job on the pool; a job that cannot start is failed,
+        or handed back for another code version (processes/handback.py)."""
         try:
-            self._start(claim)
+            started = self._start(claim)
         except BaseException as error:
             # Whatever goes wrong here concerns this job alone: the rest of the
             # claim must still run, and no claim may stay without an outcome.
@@ -259,7 +265,8 @@ class Worker(JobStopping, Poller):
                 "%s: could not start job %s", self.description, claim.job.pk
             )
             self.completed(self.runner.not_runnable(claim, error))
-        if claim.job.rate_keys:
+            started = True
+        if started and claim.job.rate_keys:
             self.stamp_rate_start(claim)
 
     def stamp_rate_start(self, claim):
@@ -279,17 +286,40 @@ class Worker(JobStopping, Poller):
             )
 
     def _start(self, claim):
+        """Start the job; return False if it was handed back instead."""
         job = claim.job
         try:
             # The one look-up of this run's task: the runner, the outcome (for
             # its retry policy) and the finished signal all use this one.
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
+            try:
+                failure = self.handbacks.hand_back_or_fail(
+                    claim, self.process.pk, error
+                )
+            except Exception:
+                # The database failed us, not the job: whether the handback
+                # committed or not, the next poll puts back to ready a claim
+                # still held and not in flight, counting no attempt.
+                logger.warning(
+                    "%s: could not hand back job %s; it goes back to ready",
+                    self.description,
+                    job.pk,
+                    exc_info=True,
+                )
+                failure = None
+                self.claims_uncertain = True
+            if failure is None:
+                self.forget(job.pk)
+                return False
             logger.error(
-                "%s: job %s failed without running: %s", self.description, job.pk, error
+                "%s: job %s failed without running: %s",
+                self.description,
+                job.pk,
+                failure,
             )
-            self.completed(self.runner.not_runnable(claim, error))
-            return
+            self.completed(self.runner.not_runnable(claim, failure))
+            return True
         seconds = timeout_for(task, self.options.timeout)
         if iscoroutinefunction(task.func):
             self.deadlines.watch(job, seconds, grace=ASYNC_GRACE)
@@ -299,6 +329,7 @@ class Worker(JobStopping, Poller):
         else:
             self.deadlines.watch(job, seconds)
             self.pool.post(lambda: self._run(claim, task))
+        return True
 
     def _run(self, claim, task):
         """Run a sync job on a pool thread; never leave it without an outcome."""

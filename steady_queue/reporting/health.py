@@ -50,8 +50,12 @@ class Health:
         }
 
 
-def check_health(backend, this_host=False):
-    """Run the checks against ``backend``'s database; return a Health."""
+def check_health(backend, this_host=False, require_version=None):
+    """Run the checks against ``backend``'s database; return a Health.
+
+    With ``require_version``, a fourth check: every live process runs that
+    code version (a rolling deploy waits for it before going on).
+    """
     processes = Process.objects.using(backend.database)
     try:
         now = processes.database_now()
@@ -64,7 +68,28 @@ def check_health(backend, this_host=False):
     checks.append(Check("migrations", missing is None, missing or "applied"))
     if missing is None:
         checks.append(_supervisor_check(backend, processes, now, this_host))
+        if require_version is not None:
+            checks.append(_version_check(backend, processes, now, require_version))
     return Health(tuple(checks))
+
+
+def _version_check(backend, processes, now, version):
+    """Whether every live process (on any host) runs ``version``."""
+    threshold = backend.config.process_alive_threshold
+    alive = processes.alive(threshold, now).order_by("kind", "name")
+    others = list(alive.not_running(version))
+    if others:
+        listed = ", ".join(
+            f"{process.describe()} runs {process.describe_version()}"
+            for process in others
+        )
+        return Check(
+            "version", False, f"{len(others)} live not on {version!r}: {listed}"
+        )
+    count = alive.count()
+    if not count:
+        return Check("version", False, f"no live process runs {version!r}")
+    return Check("version", True, f"all {count} live process(es) run {version!r}")
 
 
 def _supervisor_check(backend, processes, now, this_host):

@@ -39,6 +39,7 @@ def collect_status(backend):
                 "name": process.name,
                 "pid": process.pid,
                 "hostname": process.hostname,
+                "code_version": process.code_version,
                 "supervisor_id": process.supervisor_id,
                 "last_heartbeat_at": process.last_heartbeat_at.isoformat(),
                 "heartbeat_age_seconds": round(
@@ -124,19 +125,20 @@ def print_status(backend, out, as_json=False):
     out.write("")
     out.write(f"Processes ({len(status['processes'])}):")
     for line in status["processes"] and aligned(
-        ("kind", "name", "pid", "host", "heartbeat", "running"),
+        ("kind", "name", "pid", "host", "version", "heartbeat", "running"),
         [
             (
                 p["kind"],
                 p["name"],
                 str(p["pid"]),
                 p["hostname"],
+                p["code_version"] or "-",
                 f"{p['heartbeat_age_seconds']:.1f}s ago",
                 str(p["running"]),
             )
             for p in status["processes"]
         ],
-        right={2, 4, 5},
+        right={2, 5, 6},
     ):
         out.write(line)
     out.write("")

@@ -99,9 +99,17 @@ def test_the_process_table_aligns_every_column_to_its_widest_cell():
     header = lines.index("Processes (3):") + 1
     table = lines[header : header + 4]
 
-    assert table[0].split() == ["kind", "name", "pid", "host", "heartbeat", "running"]
+    assert table[0].split() == [
+        "kind",
+        "name",
+        "pid",
+        "host",
+        "version",
+        "heartbeat",
+        "running",
+    ]
     # Each left-aligned column starts where its header does, in every row.
-    for column in ("name", "host"):
+    for column in ("name", "host", "version"):
         start = table[0].index(f" {column}") + 1
         assert all(row[start - 2 : start] == "  " for row in table), table
         assert all(row[start] != " " for row in table), table

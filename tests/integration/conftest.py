@@ -72,8 +72,8 @@ def start_supervisor(start_supervisor, started_supervisors):
     is recorded as a leftover (leaves_nothing_behind fails on it).
     """
 
-    def start(*args, env=None):
-        process = start_supervisor(*args, env=env)
+    def start(*args, **kwargs):
+        process = start_supervisor(*args, **kwargs)
         started_supervisors["processes"].append(process)
         return process
 

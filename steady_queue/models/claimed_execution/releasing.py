@@ -75,6 +75,29 @@ class Releasing:
             )
         return list(claims)
 
+    def hand_back(self, handbacks, run_at):
+        """Put these claimed jobs back to run at ``run_at``, counting no
+        attempt, and keep ``handbacks`` on them; return their ids.
+
+        For a worker that could not load their task (a rolling deploy:
+        processes/handback.py): another code version's worker may. Their
+        concurrency slots are given back, as for a retry; they pass their
+        limits again when dispatched. Only claims still held go back.
+        """
+        with atomic(using=self.db):
+            claims, jobs = self._take_claims(
+                lambda jobs: jobs.only(
+                    "pk", "queue_name", "priority", "concurrency_key", "limit_keys"
+                )
+            )
+            job_rows = models_package.Job.objects.using(self.db).filter(pk__in=claims)
+            job_rows.update(handbacks=handbacks)
+            models_package.ScheduledExecution.objects.using(self.db).create_all_at(
+                [(job, run_at) for job in jobs], timezone.now()
+            )
+            self.release_concurrency_slots(jobs)
+        return list(claims)
+
     def _take_claims(self, columns):
         """Delete these claims; return them and their jobs.
 

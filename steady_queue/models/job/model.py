@@ -47,6 +47,11 @@ class Job(models.Model):
     # limits' order (concurrency_key is then the first concurrency key).
     # NULL for the rest, whose one key, if any, is concurrency_key.
     limit_keys = RowJSONField(null=True, blank=True)
+    # Set when workers that could not load the task handed the job back for
+    # another code version (rolling deploys, processes/handback.py):
+    # {"since": ..., "others_seen_at": ..., "versions": [...], "count": n}.
+    # NULL for the rest; a release from before this column leaves it NULL.
+    handbacks = RowJSONField(null=True, blank=True)
     # No foreign-key constraint: an enqueue pays no check for it, and clearing
     # ended batches leaves their old jobs alone.
     batch = models.ForeignKey(

@@ -1,0 +1,243 @@
+"""Handbacks: a worker that cannot load a job's task hands it back for another
+code version, and fails it only once none is alive for handback_grace.
+
+tests/integration/test_rolling_deploys.py runs two checkouts side by side;
+these look at one worker's decision and what it writes.
+"""
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.contrib import admin
+from django.db import connection, connections
+from django.utils import timezone
+
+from steady_queue.admin.jobs import JobAdmin
+from steady_queue.compat import TaskResultStatus
+from steady_queue.conf.version import code_version, git_commit, tasks_hash
+from steady_queue.exceptions import TaskNotFoundError
+from steady_queue.models import (
+    ClaimedExecution,
+    Job,
+    Process,
+    ScheduledExecution,
+    Semaphore,
+)
+from steady_queue.processes.handback import decide
+
+from .. import tasks
+
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+LOAD_ERROR = TaskNotFoundError("The task 'shop.tasks.new' cannot be imported.")
+
+
+def job(handbacks=None):
+    return SimpleNamespace(task_path="shop.tasks.new", handbacks=handbacks)
+
+
+def handed_back(at, versions, since=None, seen=None, count=1):
+    return {
+        "since": (since or at).isoformat(),
+        "others_seen_at": (seen or at).isoformat(),
+        "last_at": at.isoformat(),
+        "versions": versions,
+        "count": count,
+        "last_error": str(LOAD_ERROR),
+    }
+
+
+def test_a_worker_hands_back_while_another_version_is_alive():
+    decision = decide(
+        job(), LOAD_ERROR, version="v1", live_versions=["v1", "v2"], now=NOW, grace=60
+    )
+
+    assert decision.error is None
+    assert decision.handbacks == handed_back(NOW, ["v1"])
+
+
+def test_a_worker_hands_back_for_the_grace_when_no_other_version_runs_yet():
+    # A new release's web code enqueued first; its workers are not up yet.
+    first = decide(
+        job(), LOAD_ERROR, version="v1", live_versions=["v1"], now=NOW, grace=60
+    )
+    later = NOW + timedelta(seconds=59)
+    again = decide(
+        job(first.handbacks),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["v1"],
+        now=later,
+        grace=60,
+    )
+
+    assert again.error is None
+    assert again.handbacks == handed_back(later, ["v1"], since=NOW, seen=NOW, count=2)
+
+
+def test_past_the_grace_with_every_live_version_tried_the_job_fails_naming_them():
+    tried = handed_back(
+        NOW + timedelta(seconds=55), ["v1", "v2"], since=NOW, seen=NOW, count=7
+    )
+    decision = decide(
+        job(tried),
+        LOAD_ERROR,
+        version="v2",
+        live_versions=["v1", "v2"],
+        now=NOW + timedelta(seconds=60),
+        grace=60,
+    )
+
+    assert isinstance(decision.error, TaskNotFoundError)
+    message = str(decision.error)
+    assert "No live code version could load the task 'shop.tasks.new'" in message
+    assert "tried by 'v1', 'v2'" in message
+    assert "'handback_grace'" in message
+    assert decision.error.__cause__ is LOAD_ERROR
+
+
+def test_a_version_that_has_not_tried_keeps_the_job_past_the_grace():
+    later = NOW + timedelta(seconds=600)
+    tried = handed_back(
+        later - timedelta(seconds=1), ["v1"], since=NOW, seen=NOW, count=7
+    )
+    decision = decide(
+        job(tried),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["", "v1"],
+        now=later,
+        grace=60,
+    )
+
+    assert decision.error is None
+    assert decision.handbacks["others_seen_at"] == later.isoformat()
+
+
+def test_a_record_older_than_the_grace_starts_over():
+    # Retried by an operator long after it failed: the wait begins again.
+    old = handed_back(NOW, ["v1", "v2"], count=9)
+    later = NOW + timedelta(hours=2)
+    decision = decide(
+        job(old), LOAD_ERROR, version="v2", live_versions=["v2"], now=later, grace=60
+    )
+
+    assert decision.error is None
+    assert decision.handbacks == handed_back(later, ["v2"])
+
+
+def test_a_delay_longer_than_the_grace_still_ends_in_a_failure():
+    since = NOW - timedelta(seconds=10)
+    tried = handed_back(NOW - timedelta(seconds=5.3), ["v1"], since=since, seen=since)
+    decision = decide(
+        job(tried),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["v1"],
+        now=NOW,
+        grace=3,
+        delay=5,
+    )
+
+    assert isinstance(decision.error, TaskNotFoundError)
+
+
+def test_a_grace_of_zero_fails_at_once_with_the_load_error():
+    decision = decide(
+        job(), LOAD_ERROR, version="v1", live_versions=["v1", "v2"], now=NOW, grace=0
+    )
+
+    assert decision.error is LOAD_ERROR
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handed_back_job_waits_counts_no_attempt_and_frees_its_slot(make_worker):
+    limited = tasks.one_at_a_time.enqueue("unused", "k", 0)
+    Job.objects.filter(pk=int(limited.id)).update(task_path="tests.tasks.renamed_away")
+    worker = make_worker(threads=2)
+    worker.handbacks.options = replace(
+        worker.options, handback_grace=600, handback_delay=30
+    )
+    assert Semaphore.objects.get(key__endswith="k").value == 0
+
+    before = timezone.now()
+    worker.poll()
+
+    assert not worker.in_flight and not worker.pool.held
+    assert not worker.recorder.arrived
+    assert not ClaimedExecution.objects.exists()
+    row = Job.objects.get(pk=int(limited.id))
+    assert row.worker_ids == [] and row.errors == [] and row.started_at is None
+    assert row.handbacks["versions"] == [code_version()]
+    assert row.handbacks["count"] == 1
+    scheduled = ScheduledExecution.objects.get(job_id=row.pk)
+    assert scheduled.scheduled_at >= before + timedelta(seconds=30)
+    assert Semaphore.objects.get(key__endswith="k").value == 1
+    limited.refresh()
+    assert limited.status == TaskResultStatus.READY
+    # The job's admin page says who handed it back, and why.
+    shown = JobAdmin(Job, admin.site).handed_back(row)
+    assert shown.startswith(f"1 time(s) since {row.handbacks['since']}, by workers of")
+    assert "tests.tasks.renamed_away" in shown
+    # The worker goes on: its row is its own, and it claims again.
+    assert Process.objects.filter(name=worker.name).exists()
+
+
+def test_the_version_setting_wins(settings):
+    code_version.cache_clear()
+    settings.STEADY_QUEUE_CODE_VERSION = "release-42"
+    try:
+        assert code_version() == "release-42"
+    finally:
+        code_version.cache_clear()
+
+
+def test_the_version_defaults_to_the_checkouts_commit_or_a_hash_of_the_tasks(
+    tmp_path,
+):
+    from ..conftest import ROOT
+
+    head = git_commit(ROOT)
+    assert head is None or len(head) == 12
+    assert git_commit(tmp_path) is None
+    fingerprint = tasks_hash()
+    assert fingerprint.startswith("tasks-") and fingerprint == tasks_hash()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handback_the_database_refuses_goes_back_to_ready_at_the_next_poll(
+    make_worker,
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("a lock_timeout error is PostgreSQL's")
+    limited = tasks.one_at_a_time.enqueue("unused", "k", 0)
+    Job.objects.filter(pk=int(limited.id)).update(task_path="tests.tasks.renamed_away")
+    worker = make_worker(threads=1)
+    worker.handbacks.options = replace(worker.options, handback_grace=600)
+    # Another transaction holds the job's semaphore row, which the handback
+    # updates (it gives the slot back): the handback's transaction times out.
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("SELECT id FROM steady_queue_semaphores FOR UPDATE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '200ms'")
+        worker.poll()
+    finally:
+        other.rollback()
+        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = 0")
+
+    assert worker.claims_uncertain and not worker.in_flight
+    assert ClaimedExecution.objects.filter(job_id=int(limited.id)).exists()
+
+    # The claim goes back to ready, and is claimed and handed back again.
+    worker.poll()
+    row = Job.objects.get(pk=int(limited.id))
+    assert row.worker_ids == [] and row.errors == []
+    assert row.handbacks["count"] == 1
+    assert ScheduledExecution.objects.filter(job_id=row.pk).exists()
+    assert not ClaimedExecution.objects.exists()
