@@ -96,12 +96,27 @@ class Supervisor(Runnable):
         for slot, spec in enumerate(self.specs):
             self.launch(spec, slot)
         while not self.stopping:
+            self.stop_if_orphaned()
             self.reap_children()
             self.start_due_restarts()
             self.beat()
             self.maintain()
             self.watch_deadlines()
             self.interruptible_sleep(self.time_to_next_duty())
+
+    def stop_if_orphaned(self):
+        """Stop gracefully once the process that started this one is gone.
+
+        Only a supervisor given a supervisor_pid watches: one forked by a web
+        server (steady_queue.embedded.gunicorn) must not outlive it.
+        """
+        if self.supervisor_went_away() and not self.stopping:
+            logger.warning(
+                "%s: the process that started it (pid %s) is gone; stopping",
+                self.description,
+                self.supervisor_pid,
+            )
+            self.stop()
 
     def time_to_next_duty(self):
         """Seconds until a heartbeat, maintenance, restart or a child's job

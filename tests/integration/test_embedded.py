@@ -1,0 +1,236 @@
+"""Embedded mode against real servers: uvicorn (the ASGI lifespan wrapper),
+gunicorn (the arbiter's hooks) and runserver, each serving requests while
+its jobs run, recovered by another process when killed, and stopping cleanly."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+from django.db import connection
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution, Process
+
+from .. import tasks
+from ..conftest import ROOT, SupervisorProcess
+from ..helpers import scaled, wait_for
+from .support import live_group_members, proc_stat, runs_by_label, wait_for_exit
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+PRUNED_ERROR = "steady_queue.exceptions.ProcessPrunedError"
+SITE = ROOT / "tests" / "embedded_site"
+
+
+def uvicorn(port):
+    return [
+        "-m",
+        "uvicorn",
+        "tests.embedded_site.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        # A lifespan that fails stops the server instead of being ignored.
+        "--lifespan",
+        "on",
+    ]
+
+
+def gunicorn(port):
+    return [
+        "-m",
+        "gunicorn",
+        "-c",
+        str(SITE / "gunicorn_conf.py"),
+        "-b",
+        f"127.0.0.1:{port}",
+        "tests.embedded_site.wsgi:application",
+    ]
+
+
+def runserver(port):
+    return [str(ROOT / "tests" / "manage.py"), "runserver", f"127.0.0.1:{port}"]
+
+
+SERVERS = {"uvicorn": uvicorn, "gunicorn": gunicorn}
+
+
+class Server(SupervisorProcess):
+    """A real web server process, in its own process group, on a local port."""
+
+    def __init__(self, popen, log_path, port):
+        super().__init__(popen, log_path)
+        self.port = port
+
+    def get(self, path, timeout=10):
+        url = f"http://127.0.0.1:{self.port}{path}"
+        with urllib.request.urlopen(url, timeout=scaled(timeout)) as response:
+            return response.read().decode()
+
+    def enqueue(self, **query):
+        text = self.get("/enqueue/?" + urllib.parse.urlencode(query))
+        return int(json.loads(text)["id"])
+
+    def answers(self):
+        try:
+            return self.get("/ping/", timeout=1) == "pong"
+        except OSError:
+            return False
+
+    def supervisor_row(self):
+        """Its supervisor's row: in the server's process (uvicorn, runserver
+        --noreload) or in a child of it (gunicorn's arbiter, runserver's
+        reloader)."""
+        for row in Process.objects.filter(kind="supervisor"):
+            stat = proc_stat(row.pid)
+            if row.pid == self.pid or (stat and stat[1] == self.pid):
+                return row
+        return None
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def start_server(tmp_path, started_supervisors):
+    """Start a server (argv from uvicorn(), gunicorn() ...) on the test database,
+    wait until it answers and its supervisor has a worker; stop it at teardown."""
+    started = []
+
+    def start(command, env=None, wait=True):
+        port = free_port()
+        log_path = tmp_path / f"server-{len(started)}.log"
+        environment = {
+            **os.environ,
+            "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
+            "SQ_TEST_ROOT_URLCONF": "tests.embedded_site.urls",
+            "PYTHONPATH": str(ROOT),
+            **(env or {}),
+        }
+        with open(log_path, "w") as log:
+            popen = subprocess.Popen(
+                [sys.executable, *command(port)],
+                cwd=ROOT,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = Server(popen, log_path, port)
+        started.append(server)
+        started_supervisors["processes"].append(server)
+        if wait:
+            wait_until_working(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.popen.poll() is None:
+            server.signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        server.kill_group()
+
+
+def wait_until_working(server, timeout=30):
+    """Wait until the server answers and its supervisor runs a worker."""
+
+    def working():
+        if server.popen.poll() is not None:
+            raise AssertionError(f"the server exited:\n{server.log()}")
+        row = server.supervisor_row()
+        return (
+            server.answers()
+            and row is not None
+            and Process.objects.filter(kind="worker", supervisor_id=row.pk).exists()
+        )
+
+    try:
+        wait_for(working, timeout=timeout, interval=0.1)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{server.log()}") from None
+
+
+def result_of(job_id):
+    return tasks.starts_then_sleeps.get_result(str(job_id))
+
+
+def status_of(job_id):
+    return result_of(job_id).status
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_requests_are_served_while_jobs_run_and_sigterm_stops_both(
+    kind, start_server, tmp_path
+):
+    server = start_server(SERVERS[kind], env={"SQ_TEST_SHUTDOWN_TIMEOUT": "6"})
+    runs = tmp_path / "runs"
+
+    server.enqueue(path=str(runs), label="first")
+    wait_for(lambda: runs_by_label(runs)["first"] == 1, message="the job ran")
+
+    # A long job and a short one run; a request meanwhile is answered at once.
+    notes = {name: tmp_path / name for name in ("short", "long")}
+    short = server.enqueue(path=str(notes["short"]), seconds=1.5)
+    long = server.enqueue(path=str(notes["long"]), seconds=120)
+    wait_for(lambda: all(n.exists() for n in notes.values()), message="both started")
+    started = time.monotonic()
+    assert server.get("/ping/") == "pong"
+    assert time.monotonic() - started < scaled(1.0)
+
+    # SIGTERM: the server exits, the short job finishes, the long one is
+    # handed back at shutdown_timeout, and every row is gone.
+    names = set(Process.objects.values_list("name", flat=True))
+    server.signal(signal.SIGTERM)
+    # uvicorn, once shut down, raises the signal again: its status says TERM.
+    assert wait_for_exit(server, timeout=40) in (0, -signal.SIGTERM), server.log()
+    assert status_of(short) == TaskResultStatus.SUCCESSFUL
+    assert status_of(long) == TaskResultStatus.READY
+    assert not Process.objects.filter(name__in=names).exists()
+    assert not ClaimedExecution.objects.exists()
+    wait_for(lambda: live_group_members(server.pid) == [], message="no process left")
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_killed_servers_jobs_are_recovered_by_another_process(
+    kind, start_server, start_supervisor, tmp_path
+):
+    quick = {"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
+    first = start_server(SERVERS[kind], env=quick)
+    note = tmp_path / "note"
+    job = first.enqueue(path=str(note), seconds=120)
+    wait_for(note.exists, message="the job started")
+    dead = set(Process.objects.values_list("name", flat=True))
+
+    # kill -9, the whole server at once: nothing of it cleans up.
+    first.kill_group()
+    wait_for(lambda: live_group_members(first.pid) == [], message="the server died")
+    assert Process.objects.filter(name__in=dead).count() == len(dead)
+
+    # uvicorn's jobs are recovered by a second embedded server, gunicorn's by
+    # manage.py steady_queue: any supervisor prunes a dead one's rows.
+    if kind == "uvicorn":
+        successor = start_server(uvicorn, env=quick)
+    else:
+        successor = start_supervisor(env=quick)
+    wait_for(
+        lambda: not Process.objects.filter(name__in=dead).exists(),
+        timeout=20,
+        message="the killed server's rows were pruned",
+    )
+    wait_for(lambda: status_of(job) == TaskResultStatus.FAILED, timeout=10)
+    assert result_of(job).errors[-1].exception_class_path == PRUNED_ERROR
+    assert successor.popen.poll() is None
