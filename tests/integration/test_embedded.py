@@ -2,6 +2,7 @@
 gunicorn (the arbiter's hooks) and runserver, each serving requests while
 its jobs run, recovered by another process when killed, and stopping cleanly."""
 
+import asyncio
 import json
 import os
 import signal
@@ -16,12 +17,19 @@ import pytest
 from django.db import connection
 
 from steady_queue.compat import TaskResultStatus
+from steady_queue.embedded import asgi
 from steady_queue.models import ClaimedExecution, Process
 
 from .. import tasks
 from ..conftest import ROOT, SupervisorProcess
 from ..helpers import scaled, wait_for
-from .support import live_group_members, proc_stat, runs_by_label, wait_for_exit
+from .support import (
+    live_group_members,
+    proc_stat,
+    runs_by_label,
+    wait_for_exit,
+    wait_for_workers,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -234,3 +242,106 @@ def test_a_killed_servers_jobs_are_recovered_by_another_process(
     wait_for(lambda: status_of(job) == TaskResultStatus.FAILED, timeout=10)
     assert result_of(job).errors[-1].exception_class_path == PRUNED_ERROR
     assert successor.popen.poll() is None
+
+
+def test_runserver_runs_the_supervisor_in_its_serving_process_only(
+    start_server, tmp_path
+):
+    server = start_server(runserver, env={"STEADY_QUEUE_EMBEDDED_RUNSERVER": "1"})
+    # The autoreloader's parent restarts a child that serves: only the child
+    # runs a supervisor.
+    [supervisor] = Process.objects.filter(kind="supervisor")
+    assert supervisor.pid != server.pid
+    assert proc_stat(supervisor.pid)[1] == server.pid
+    runs = tmp_path / "runs"
+    server.enqueue(path=str(runs), label="dev")
+    wait_for(lambda: runs_by_label(runs)["dev"] == 1, message="the job ran")
+
+    # Ctrl-C reaches the serving child: it stops its supervisor on the way out.
+    os.kill(supervisor.pid, signal.SIGINT)
+    assert wait_for_exit(server, timeout=30) == 0, server.log()
+    assert not Process.objects.exists()
+
+
+def run_lifespan(application, until):
+    """Drive ``application``'s lifespan as a server does: startup, then (if it
+    completed) shutdown; return the messages it sent. ``until`` runs (in a
+    thread: it may query) between the two."""
+    sent = []
+
+    async def drive():
+        inbox = asyncio.Queue()
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        task = asyncio.ensure_future(application(scope, inbox.get, send))
+        await inbox.put({"type": "lifespan.startup"})
+        while not sent and not task.done():
+            await asyncio.sleep(0.01)
+        if sent[-1]["type"] == "lifespan.startup.complete":
+            await asyncio.to_thread(until)
+            await inbox.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(task, timeout=scaled(30))
+
+    asyncio.run(drive())
+    return [message["type"] for message in sent]
+
+
+def lifespan_app(answers):
+    """An ASGI application that handles the lifespan itself, answering each
+    event with answers[event]; it records what it received in .received."""
+
+    async def application(scope, receive, send):
+        assert scope["type"] == "lifespan"
+        while True:
+            event = (await receive())["type"]
+            application.received.append(event)
+            await send({"type": f"{event}.{answers[event]}", "message": "no"})
+            if event == "lifespan.shutdown" or answers[event] == "failed":
+                return
+
+    application.received = []
+    return application
+
+
+def test_an_application_that_speaks_the_lifespan_gets_it_too():
+    inner = lifespan_app(
+        {"lifespan.startup": "complete", "lifespan.shutdown": "complete"}
+    )
+    running = []
+
+    def supervisor_runs():
+        running.extend(wait_for_workers(1))
+
+    sent = run_lifespan(asgi(inner), until=supervisor_runs)
+
+    assert inner.received == ["lifespan.startup", "lifespan.shutdown"]
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert running and not Process.objects.exists()
+
+
+def test_an_application_whose_startup_fails_starts_no_supervisor():
+    inner = lifespan_app({"lifespan.startup": "failed"})
+
+    sent = run_lifespan(asgi(inner), until=None)
+
+    assert sent == ["lifespan.startup.failed"]
+    assert not Process.objects.exists()
+
+
+def test_gunicorns_supervisor_stops_gracefully_when_the_arbiter_is_killed(
+    start_server,
+):
+    server = start_server(gunicorn)
+    supervisor = server.supervisor_row()
+
+    os.kill(server.pid, signal.SIGKILL)
+
+    # Nobody else runs: the rows are gone because the supervisor, orphaned,
+    # stopped and removed them itself.
+    wait_for(lambda: not Process.objects.exists(), timeout=20)
+    wait_for(lambda: live_group_members(server.pid) == [], message="all exited")
+    assert f"the process that started it (pid {server.pid}) is gone" in server.log()
+    assert f"Supervisor {supervisor.name} stopped" in server.log()
