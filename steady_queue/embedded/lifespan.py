@@ -9,6 +9,7 @@ scope but http), and then the wrapper answers the server alone.
 import asyncio
 import logging
 
+from ..processes.db import close_quietly
 from .in_process import InProcessSupervisor
 
 logger = logging.getLogger("steady_queue")
@@ -34,7 +35,7 @@ class EmbeddedLifespan:
             try:
                 # Its first queries (is the database migrated?) block: not on
                 # the event loop.
-                await asyncio.to_thread(self.embedded.start)
+                await asyncio.to_thread(self.start_supervisor)
             except Exception as error:
                 failure = f"steady_queue's supervisor did not start: {error}"
                 await inner.send("lifespan.shutdown")
@@ -52,6 +53,14 @@ class EmbeddedLifespan:
             await send({"type": "lifespan.shutdown.failed", "message": failure})
         else:
             await send({"type": "lifespan.shutdown.complete"})
+
+    def start_supervisor(self):
+        try:
+            self.embedded.start()
+        finally:
+            # A thread of asyncio's pool: the connection its checks opened
+            # would stay open, unused, for the server's whole life.
+            close_quietly()
 
 
 class InnerLifespan:

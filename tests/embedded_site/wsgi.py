@@ -1,4 +1,4 @@
-"""gunicorn -c tests/embedded_site/gunicorn_conf.py tests.embedded_site.wsgi"""
+"""The WSGI application docs/deployment.rst's gunicorn.conf.py serves in the tests."""
 
 import os
 

@@ -19,8 +19,9 @@ from django.db import connection
 from steady_queue.compat import TaskResultStatus
 from steady_queue.embedded import asgi
 from steady_queue.models import ClaimedExecution, Process
+from steady_queue.processes.db import close_quietly
 
-from .. import tasks
+from .. import docs_blocks, tasks
 from ..conftest import ROOT, SupervisorProcess
 from ..helpers import scaled, wait_for
 from .support import (
@@ -34,14 +35,29 @@ from .support import (
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 PRUNED_ERROR = "steady_queue.exceptions.ProcessPrunedError"
-SITE = ROOT / "tests" / "embedded_site"
+# What docs/deployment.rst's blocks leave out for tests run side by side: no
+# control socket shared by every gunicorn, and web workers that notice a
+# killed arbiter within seconds (requests here are quick).
+GUNICORN_TEST_SETTINGS = "control_socket_disable = True\ntimeout = 4\n"
 
 
-def uvicorn(port):
+@pytest.fixture
+def docs_site(tmp_path):
+    """docs/deployment.rst's asgi.py and gunicorn.conf.py, as files to run."""
+    site = tmp_path / "site"
+    site.mkdir()
+    asgi_py = docs_blocks.code_block("deployment.rst", "python", after="Embedded mode")
+    conf = docs_blocks.code_block("deployment.rst", "python", after="**Gunicorn.**")
+    (site / "docs_asgi.py").write_text(asgi_py)
+    (site / "gunicorn.conf.py").write_text(conf + GUNICORN_TEST_SETTINGS)
+    return site
+
+
+def uvicorn(port, site):
     return [
         "-m",
         "uvicorn",
-        "tests.embedded_site.asgi:application",
+        "docs_asgi:application",
         "--host",
         "127.0.0.1",
         "--port",
@@ -52,19 +68,19 @@ def uvicorn(port):
     ]
 
 
-def gunicorn(port):
+def gunicorn(port, site):
     return [
         "-m",
         "gunicorn",
         "-c",
-        str(SITE / "gunicorn_conf.py"),
+        str(site / "gunicorn.conf.py"),
         "-b",
         f"127.0.0.1:{port}",
         "tests.embedded_site.wsgi:application",
     ]
 
 
-def runserver(port):
+def runserver(port, site):
     return [str(ROOT / "tests" / "manage.py"), "runserver", f"127.0.0.1:{port}"]
 
 
@@ -111,7 +127,7 @@ def free_port():
 
 
 @pytest.fixture
-def start_server(tmp_path, started_supervisors):
+def start_server(tmp_path, docs_site, started_supervisors):
     """Start a server (argv from uvicorn(), gunicorn() ...) on the test database,
     wait until it answers and its supervisor has a worker; stop it at teardown."""
     started = []
@@ -123,12 +139,12 @@ def start_server(tmp_path, started_supervisors):
             **os.environ,
             "SQ_TEST_DATABASE_NAME": connection.settings_dict["NAME"],
             "SQ_TEST_ROOT_URLCONF": "tests.embedded_site.urls",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": f"{ROOT}:{docs_site}",
             **(env or {}),
         }
         with open(log_path, "w") as log:
             popen = subprocess.Popen(
-                [sys.executable, *command(port)],
+                [sys.executable, *command(port, docs_site)],
                 cwd=ROOT,
                 env=environment,
                 stdout=log,
@@ -281,12 +297,25 @@ def run_lifespan(application, until):
         while not sent and not task.done():
             await asyncio.sleep(0.01)
         if sent[-1]["type"] == "lifespan.startup.complete":
-            await asyncio.to_thread(until)
+            await asyncio.to_thread(closing_connections(until))
             await inbox.put({"type": "lifespan.shutdown"})
         await asyncio.wait_for(task, timeout=scaled(30))
 
     asyncio.run(drive())
     return [message["type"] for message in sent]
+
+
+def closing_connections(function):
+    """function, closing the connections it opened in its thread (a thread of
+    asyncio's pool, which the test database's teardown would find open)."""
+
+    def run():
+        try:
+            function()
+        finally:
+            close_quietly()
+
+    return run
 
 
 def lifespan_app(answers):
