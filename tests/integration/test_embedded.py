@@ -22,7 +22,7 @@ from steady_queue.models import ClaimedExecution, Process
 from steady_queue.processes.db import close_quietly
 
 from .. import docs_blocks, tasks
-from ..conftest import ROOT, SupervisorProcess
+from ..conftest import ROOT, SupervisorProcess, stop_all
 from ..helpers import scaled, wait_for
 from .support import (
     live_group_members,
@@ -159,14 +159,7 @@ def start_server(tmp_path, docs_site, started_supervisors):
         return server
 
     yield start
-    for server in started:
-        if server.popen.poll() is None:
-            server.signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        server.kill_group()
+    stop_all(started, timeout=30)
 
 
 def wait_until_working(server, timeout=30):
