@@ -120,6 +120,7 @@ def run_supervisor(server, arbiter_pid):
     supervisor = ForkSupervisor(
         backend, child_specs(backend.config), supervisor_pid=arbiter_pid
     )
+    supervisor.embedded_in = "gunicorn"
     supervisor.start()
     return 0
 

@@ -30,8 +30,10 @@ class InProcessSupervisor:
     stops gracefully.
     """
 
-    def __init__(self, backend="default"):
+    def __init__(self, backend="default", server="asgi"):
         self.alias = backend
+        # What its row's metadata says runs it: "asgi" or "runserver".
+        self.server = server
         self.supervisor = None
         self.thread = None
 
@@ -72,6 +74,7 @@ class InProcessSupervisor:
         backend = steady_queue_backend(self.alias)
         require_migrated(backend)
         self.supervisor = ThreadSupervisor(backend, child_specs(backend.config))
+        self.supervisor.embedded_in = self.server
         return self.supervisor
 
     def launch(self, target):

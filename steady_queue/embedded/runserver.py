@@ -25,7 +25,7 @@ def start_if_serving(argv=None):
     alias = configured_backend()
     if alias is None or not serves_requests(sys.argv if argv is None else argv):
         return None
-    embedded = InProcessSupervisor(alias)
+    embedded = InProcessSupervisor(alias, server="runserver")
     embedded.start_once_apps_are_ready()
     # runserver stops by leaving the interpreter (Ctrl-C, or exit status 3
     # on a reload): stop gracefully on the way out.

@@ -54,6 +54,9 @@ class Supervisor(Runnable):
 
     kind = "supervisor"
     beats_in_thread = False
+    # Which web server runs it (steady_queue.embedded): shown in its row's
+    # metadata and its start line, so status tells it from manage.py's.
+    embedded_in = None
 
     def __init__(self, backend, specs, **kwargs):
         super().__init__(backend, **kwargs)
@@ -77,7 +80,12 @@ class Supervisor(Runnable):
         kinds = {}
         for spec in self.specs:
             kinds[spec.kind] = kinds.get(spec.kind, 0) + 1
-        return {"mode": self.mode, **{f"{k}s": n for k, n in kinds.items()}}
+        embedded = {"embedded": self.embedded_in} if self.embedded_in else {}
+        return {
+            "mode": self.mode,
+            **embedded,
+            **{f"{k}s": n for k, n in kinds.items()},
+        }
 
     def summary(self):
         # Which database: a supervisor started with other settings than the

@@ -194,6 +194,11 @@ def test_requests_are_served_while_jobs_run_and_sigterm_stops_both(
     kind, start_server, tmp_path
 ):
     server = start_server(SERVERS[kind], env={"SQ_TEST_SHUTDOWN_TIMEOUT": "6"})
+    # Its row says which server runs it, and how.
+    mode = {"uvicorn": "thread", "gunicorn": "fork"}[kind]
+    embedded = {"uvicorn": "asgi", "gunicorn": "gunicorn"}[kind]
+    assert server.supervisor_row().metadata["mode"] == mode
+    assert server.supervisor_row().metadata["embedded"] == embedded
     runs = tmp_path / "runs"
 
     server.enqueue(path=str(runs), label="first")
@@ -260,6 +265,7 @@ def test_runserver_runs_the_supervisor_in_its_serving_process_only(
     # The autoreloader's parent restarts a child that serves: only the child
     # runs a supervisor.
     [supervisor] = Process.objects.filter(kind="supervisor")
+    assert supervisor.metadata["embedded"] == "runserver"
     assert supervisor.pid != server.pid
     assert proc_stat(supervisor.pid)[1] == server.pid
     runs = tmp_path / "runs"
