@@ -2,13 +2,17 @@
 
 In the config file (``gunicorn -c gunicorn.conf.py mysite.wsgi``)::
 
-    from steady_queue.embedded.gunicorn import on_exit, when_ready
+    from steady_queue.embedded.gunicorn import on_exit, on_reload, when_ready
 
-The arbiter forks one ForkSupervisor when it is ready and stops it when it
-exits. Beside the web workers, not inside each: one supervisor however many
-web workers there are, its jobs run in processes of their own (a CPU-bound
-job takes no GIL a request needs), and the arbiter, which serves no request
-and runs no thread, is a safe place to fork from.
+The arbiter forks one ForkSupervisor when it is ready, replaces it when it
+reloads (``kill -HUP``) and stops it when it exits.
+
+Beside the web workers, not inside each: one supervisor however many web
+workers there are, its jobs run in processes of their own (a CPU-bound
+job takes no GIL a request needs), and the arbiter, which serves no request,
+is the safest place to fork from: when_ready runs before it starts any
+thread of its own (its control socket's, from Gunicorn 23 on). A reload
+forks later, beside that thread, as Gunicorn's own worker spawns do.
 """
 
 import logging
@@ -24,8 +28,9 @@ STOP_GRACE = 10.0
 # Without preload_app the arbiter never sets Django up and cannot read
 # shutdown_timeout: it waits this long (the supervisor is usually gone sooner).
 UNKNOWN_STOP_TIMEOUT = 120.0
-# Which backend the supervisor runs (use_backend), and its pid once forked.
-_state = {"backend": "default", "pid": None}
+# Which backend the supervisor runs (use_backend), and the pids of the
+# supervisors forked (more than one while a replaced one is stopping).
+_state = {"backend": "default", "pids": []}
 
 
 def use_backend(alias):
@@ -35,21 +40,45 @@ def use_backend(alias):
 
 def when_ready(server):
     """Gunicorn's when_ready hook: fork the supervisor from the arbiter."""
-    _state["pid"] = fork_supervisor(server)
-    server.log.info("steady_queue: supervisor forked (pid %s)", _state["pid"])
+    pid = fork_supervisor(server)
+    _state["pids"].append(pid)
+    server.log.info("steady_queue: supervisor forked (pid %s)", pid)
+
+
+def on_reload(server):
+    """Gunicorn's on_reload hook (``kill -HUP``): a new supervisor, loading the
+    code afresh as the new web workers do; the old one stops gracefully."""
+    for pid in signal_supervisors():
+        server.log.info("steady_queue: replacing the supervisor (pid %s)", pid)
+    when_ready(server)
 
 
 def on_exit(server):
-    """Gunicorn's on_exit hook: stop the supervisor gracefully and wait for it."""
-    pid = _state.pop("pid", None)
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    server.log.info("steady_queue: stopping the supervisor (pid %s)", pid)
-    wait_for_exit(pid, timeout=supervisor_stop_timeout())
+    """Gunicorn's on_exit hook: stop the supervisors gracefully, wait for them."""
+    pids = signal_supervisors()
+    timeout = supervisor_stop_timeout() if pids else 0
+    for pid in pids:
+        server.log.info("steady_queue: stopping the supervisor (pid %s)", pid)
+        wait_for_exit(pid, timeout=timeout)
+    _state["pids"].clear()
+
+
+def signal_supervisors():
+    """Send SIGTERM to each supervisor forked and not gone; return their pids.
+
+    A replaced supervisor stays listed until it is gone: on_exit waits for it
+    too. (One that exited was reaped by the arbiter, which waits for any
+    child, and the kernel says so.)
+    """
+    running = []
+    for pid in _state["pids"]:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        running.append(pid)
+    _state["pids"][:] = running
+    return running
 
 
 def fork_supervisor(server):

@@ -373,3 +373,23 @@ def test_gunicorns_supervisor_stops_gracefully_when_the_arbiter_is_killed(
     wait_for(lambda: live_group_members(server.pid) == [], message="all exited")
     assert f"the process that started it (pid {server.pid}) is gone" in server.log()
     assert f"Supervisor {supervisor.name} stopped" in server.log()
+
+
+def test_gunicorns_reload_replaces_its_supervisor(start_server, tmp_path):
+    server = start_server(gunicorn)
+    old = server.supervisor_row()
+
+    server.signal(signal.SIGHUP)
+
+    def replaced():
+        row = server.supervisor_row()
+        return row is not None and row.pid != old.pid and row
+
+    new = wait_for(replaced, timeout=20, message="a new supervisor")
+    # Stopped gracefully, its rows removed by itself (not pruned as dead).
+    wait_for(lambda: f"Supervisor {old.name} stopped" in server.log(), timeout=20)
+    assert not Process.objects.filter(name=old.name).exists()
+    wait_for(lambda: Process.objects.filter(kind="worker", supervisor_id=new.pk))
+    runs = tmp_path / "runs"
+    server.enqueue(path=str(runs), label="reloaded")
+    wait_for(lambda: runs_by_label(runs)["reloaded"] == 1, message="the job ran")
