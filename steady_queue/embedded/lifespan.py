@@ -21,10 +21,20 @@ class EmbeddedLifespan:
     def __init__(self, application, backend="default"):
         self.application = application
         self.embedded = InProcessSupervisor(backend)
+        # Whether the server started a lifespan; said once if it did not.
+        self.lifespan_started = self.warned = False
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "lifespan":
+            if not (self.lifespan_started or self.warned):
+                self.warned = True
+                logger.warning(
+                    "steady_queue: this server sent no ASGI lifespan startup, so "
+                    "no supervisor runs in it (uvicorn: --lifespan on); run "
+                    "manage.py steady_queue beside it instead"
+                )
             return await self.application(scope, receive, send)
+        self.lifespan_started = True
         return await self.lifespan(scope, receive, send)
 
     async def lifespan(self, scope, receive, send):

@@ -393,3 +393,14 @@ def test_gunicorns_reload_replaces_its_supervisor(start_server, tmp_path):
     runs = tmp_path / "runs"
     server.enqueue(path=str(runs), label="reloaded")
     wait_for(lambda: runs_by_label(runs)["reloaded"] == 1, message="the job ran")
+
+
+def test_a_server_without_lifespan_runs_no_supervisor_and_says_so(start_server):
+    def without_lifespan(port, site):
+        return [*uvicorn(port, site)[:-2], "--lifespan", "off"]
+
+    server = start_server(without_lifespan, wait=False)
+    wait_for(server.answers, timeout=30, message="the server answers")
+
+    wait_for(lambda: "sent no ASGI lifespan startup" in server.log(), timeout=10)
+    assert not Process.objects.exists()
