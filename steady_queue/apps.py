@@ -29,3 +29,9 @@ class SteadyQueueConfig(AppConfig):
         # Reads the databases: run where Django passes them (check --database,
         # migrate), as the backend's own checks never are.
         checks.register(check_queue_databases, checks.Tags.database)
+
+        # STEADY_QUEUE_EMBEDDED_RUNSERVER: workers inside runserver's serving
+        # process. Imported here: it reaches the models, loaded by now.
+        from .embedded.runserver import start_if_serving
+
+        start_if_serving()

@@ -128,11 +128,17 @@ def start_supervisor(tmp_path):
         return process
 
     yield start
-    for process in started:
+    stop_all(started)
+
+
+def stop_all(processes, timeout=20):
+    """TERM each SupervisorProcess still running, give it ``timeout`` seconds
+    (stretched on a loaded machine), then kill what is left of its group."""
+    for process in processes:
         if process.popen.poll() is None:
             process.signal(signal.SIGTERM)
             try:
-                process.wait(timeout=20)
+                process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass
         process.kill_group()

@@ -30,7 +30,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
-ROOT_URLCONF = "tests.urls"
+# tests/embedded_site: the site real uvicorn and gunicorn processes serve.
+ROOT_URLCONF = os.environ.get("SQ_TEST_ROOT_URLCONF", "tests.urls")
 # tests/urls.py routes the metrics view with no token on purpose (for
 # tests/test_metrics.py); the supervisors here heartbeat every second and are
 # pruned after five, shorter than W004 allows, so the suite runs fast. Each

@@ -55,6 +55,9 @@ class Supervisor(Runnable):
 
     kind = "supervisor"
     beats_in_thread = False
+    # Which web server runs it (steady_queue.embedded): shown in its row's
+    # metadata and its start line, so status tells it from manage.py's.
+    embedded_in = None
 
     def __init__(self, backend, specs, liveness_file=None, **kwargs):
         super().__init__(backend, **kwargs)
@@ -81,7 +84,12 @@ class Supervisor(Runnable):
         kinds = {}
         for spec in self.specs:
             kinds[spec.kind] = kinds.get(spec.kind, 0) + 1
-        return {"mode": self.mode, **{f"{k}s": n for k, n in kinds.items()}}
+        embedded = {"embedded": self.embedded_in} if self.embedded_in else {}
+        return {
+            "mode": self.mode,
+            **embedded,
+            **{f"{k}s": n for k, n in kinds.items()},
+        }
 
     def summary(self):
         # Which database: a supervisor started with other settings than the
@@ -100,12 +108,27 @@ class Supervisor(Runnable):
         for slot, spec in enumerate(self.specs):
             self.launch(spec, slot)
         while not self.stopping:
+            self.stop_if_orphaned()
             self.reap_children()
             self.start_due_restarts()
             self.beat()
             self.maintain()
             self.watch_deadlines()
             self.interruptible_sleep(self.time_to_next_duty())
+
+    def stop_if_orphaned(self):
+        """Stop gracefully once the process that started this one is gone.
+
+        Only a supervisor given a supervisor_pid watches: one forked by a web
+        server (steady_queue.embedded.gunicorn) must not outlive it.
+        """
+        if self.supervisor_went_away() and not self.stopping:
+            logger.warning(
+                "%s: the process that started it (pid %s) is gone; stopping",
+                self.description,
+                self.supervisor_pid,
+            )
+            self.stop()
 
     def time_to_next_duty(self):
         """Seconds until a heartbeat, maintenance, restart or a child's job
