@@ -157,3 +157,32 @@ def emits_while_parking(name):
     except JobParked:
         assert emit_event(name, {"late": True}) == 0  # no wait row yet
         raise
+
+
+@task
+def snoozes_after_a_step(label):
+    from steady_queue import Snooze
+
+    value = step("once", effect, f"{label}:once", 41)
+    effect(f"{label}:body")
+    if tasks_calls(f"{label}:body") == 1:
+        raise Snooze(0)
+    return value + 1
+
+
+def tasks_calls(label):
+    return CALLS[label]
+
+
+@task
+def fails_for_good_after_a_step(label):
+    step("kept", effect, f"{label}:kept", "v")
+    effect(f"{label}:body")
+    if CALLS[f"{label}:body"] == 1:
+        raise ValueError("no retry policy: the job fails")
+    return "second run"
+
+
+@task
+def batch_callback(batch):
+    effect("batch-callback")
