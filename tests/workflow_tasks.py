@@ -186,3 +186,8 @@ def fails_for_good_after_a_step(label):
 @task
 def batch_callback(batch):
     effect("batch-callback")
+
+
+@task
+def noop_for_page():
+    return None
