@@ -162,7 +162,11 @@ DATABASES["queue"] = _queue_database
 
 # Task modules that are no tasks module by name and that nothing imports at
 # startup: a worker imports only the modules named here among them.
-STEADY_QUEUE_TASK_MODULES = ["tests.poison_tasks", "tests.poison"]
+STEADY_QUEUE_TASK_MODULES = [
+    "tests.poison_tasks",
+    "tests.poison",
+    "tests.workflow_tasks",
+]
 
 TASKS = {
     "default": {
