@@ -211,3 +211,13 @@ def test_waits_are_counted_by_kind():
     tasks.sleeps.enqueue("counted", 3600)
     run_pending()
     assert Wait.objects.counts() == {"event": 1, "sleep": 1}
+
+
+def test_run_pending_with_run_scheduled_leaves_a_parked_job_to_its_event():
+    result = tasks.waits_for.enqueue("patient", timeout=3600)
+    assert run_pending(run_scheduled=True) == 1
+    assert Wait.objects.filter(job_id=result.id).exists()
+
+    emit_event("patient", "here")
+    assert run_pending(run_scheduled=True) == 1
+    assert status_of(result) == TaskResultStatus.SUCCESSFUL
