@@ -1,6 +1,6 @@
 """Event: the latest emission of a named event, and the lock its waiters share."""
 
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 
 # The models that import this module, read through their package when called.
@@ -27,9 +27,20 @@ class EventQuerySet(QueueQuerySet):
     def emit(self, name, payload, now):
         """Emit the event ``name``: store it, and release every job waiting for
         it, in the caller's transaction; return the released jobs' ids."""
+        emitted = {"payload": payload, "emitted_at": now}
         with transaction.atomic(using=self.db):
-            self.lock_name(name, now)
-            self.filter(name=name).update(payload=payload, emitted_at=now)
+            # A write first, not a read (lock_name's SELECT ... FOR UPDATE):
+            # SQLite cannot turn a transaction that began by reading into a
+            # writing one while a worker writes ("database is locked" at once,
+            # with no busy wait); a write waits its turn. Elsewhere the UPDATE
+            # takes the row lock lock_name would.
+            if not self.filter(name=name).update(**emitted):
+                try:
+                    # A savepoint: a waiter or an emit may create the row first.
+                    with transaction.atomic(using=self.db):
+                        self.create(name=name, created_at=now, **emitted)
+                except IntegrityError:
+                    self.filter(name=name).update(**emitted)
             waits = models_package.Wait.objects.using(self.db)
             return waits.release_for(name, payload, now)
 

@@ -102,12 +102,13 @@ class WaitQuerySet(QueueQuerySet):
         the event as the step.
         """
         with transaction.atomic(using=self.db):
-            mine = self.filter(job_id=job_id, step_name=step_name)
-            if not mine.select_for_update().exists():
+            # Deleting locks the row: an emit releasing it meanwhile is waited
+            # for, and then the row is gone. A write first, too, which SQLite
+            # needs to wait for its lock rather than fail (models/event.py).
+            if not self.filter(job_id=job_id, step_name=step_name).delete_rows():
                 return False
             steps = models_package.Step.objects.using(self.db)
             steps.record(job_id, step_name, kind, None, now)
-            mine.delete_rows()
         return True
 
     def time_out(self, job_id, step_name, now):

@@ -59,20 +59,27 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
     seed = int(os.environ.get("SQ_CHAOS_SEED", time.time()))
     rng = random.Random(seed)
     path = str(tmp_path / "steps")
-    # Each order's event is emitted twice, at random moments: some before its
-    # job reaches the wait, some while it parks, some after.
-    emits = sorted(
-        (rng.uniform(0, CHAOS_SECONDS), order) for order in range(ORDERS) for _ in "ab"
-    )
+    # A quarter of the events are emitted before any job exists. The others
+    # twice, once their job is seen reaching its wait (its "reserve" step
+    # stored): one emit right then (racing the parking) or a little later
+    # (releasing the parked job), and one at a random moment of the next 3 s.
+    # The first quarter gets one such random emit too.
     released = collections.defaultdict(list)
-    for order in range(ORDERS // 4):  # a quarter emitted before any job exists
+    first_emit = {}
+
+    def emit(order):
+        first_emit.setdefault(order, time.time())
         released[order].append(emit_event(f"paid:{order}", {"order": order}))
+
+    for order in range(ORDERS // 4):
+        emit(order)
     results = {
         order: workflow_tasks.durable_order.enqueue(
             path, order, rng.uniform(0.02, 0.15)
         )
         for order in range(ORDERS)
     }
+    order_of = {int(result.id): order for order, result in results.items()}
     supervisor = start_supervisor(
         env={"SQ_TEST_WORKER_PROCESSES": "2", "SQ_TEST_THREADS": "3"}
     )
@@ -81,18 +88,29 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
     kills = 0
     started = time.monotonic()
     next_kill = started + rng.uniform(0.5, 1.5)
-    while time.monotonic() - started < CHAOS_SECONDS or emits:
+    unseen = set(range(ORDERS))
+    emits = []  # (when, order), kept sorted
+    deadline = started + CHAOS_SECONDS + 150
+    while time.monotonic() - started < CHAOS_SECONDS or emits or unseen:
         now = time.monotonic()
-        while emits and emits[0][0] <= now - started:
-            _, order = emits.pop(0)
-            released[order].append(emit_event(f"paid:{order}", {"order": order}))
+        assert now < deadline, f"not every order reached its wait (seed {seed})"
+        reserved = Step.objects.filter(name="reserve").values_list("job_id", flat=True)
+        for order in sorted(unseen & {order_of[job_id] for job_id in reserved}):
+            unseen.discard(order)
+            emits.append((now + rng.uniform(0, 3), order))
+            if order >= ORDERS // 4:
+                soon = rng.choice([rng.uniform(0, 0.05), rng.uniform(0.2, 2)])
+                emits.append((now + soon, order))
+        emits.sort()
+        while emits and emits[0][0] <= time.monotonic():
+            emit(emits.pop(0)[1])
         if now >= next_kill and now - started < CHAOS_SECONDS:
             candidates = old_enough_workers()
             if candidates:
                 os.kill(rng.choice(candidates).pid, signal.SIGKILL)
                 kills += 1
             next_kill = now + rng.uniform(0.5, 1.5)
-        sleep_briefly(0.05)
+        sleep_briefly(0.02)
 
     ids = [int(result.id) for result in results.values()]
 
@@ -109,6 +127,9 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
 
     starts = starts_by_step(path)
     reruns = 0
+    # Orders whose job reached its wait before their event was emitted: each
+    # parked, and was released by an emit or found the event as it parked.
+    waited = 0
     for order, result in results.items():
         job = Job.objects.get(pk=result.id)
         assert job.errors == [] or all(
@@ -127,6 +148,8 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
                 f"order {order}: step {name!r} stored at {finished} ran at {runs}"
             )
             reruns += len(runs) - 1
+        if stored["reserve"].finished_at.timestamp() < first_emit[order]:
+            waited += 1
         event = stored[f"event:paid:{order}"]
         assert (event.kind, event.value) == ("event", {"order": order})
         # No waiter released twice: of its two emits, at most one found it
@@ -137,6 +160,7 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
     print(
         f"steps chaos (seed {seed}): {kills} workers killed; {ORDERS} orders "
         f"finished; {reruns} step runs cut short by a kill and run again; "
+        f"{waited} reached their wait before their event; "
         f"{sum(map(sum, released.values()))} waiters released by an emit, the "
         "rest found their event emitted already"
     )
