@@ -9,14 +9,19 @@ import signal
 import time
 
 import pytest
-from django.utils import timezone
 
 from steady_queue import emit_event
 from steady_queue.models import Job, Step, Wait
 
 from .. import workflow_tasks
 from ..helpers import wait_for
-from .support import is_running, rows, sleep_briefly, wait_for_boot, wait_for_exit
+from .support import (
+    is_running,
+    old_enough_workers,
+    sleep_briefly,
+    wait_for_boot,
+    wait_for_exit,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -30,15 +35,6 @@ CHAOS_SECONDS = 25
 # killing only older ones keeps the replacements immediate.
 MIN_AGE = 5.5
 STEPS = ("charge", "reserve", "ship", "notify")
-
-
-def old_enough_workers():
-    cutoff = timezone.now().timestamp() - MIN_AGE
-    return [
-        worker
-        for worker in rows("worker")
-        if worker.created_at.timestamp() < cutoff and is_running(worker.pid)
-    ]
 
 
 def starts_by_step(path):
@@ -105,7 +101,7 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
         while emits and emits[0][0] <= time.monotonic():
             emit(emits.pop(0)[1])
         if now >= next_kill and now - started < CHAOS_SECONDS:
-            candidates = old_enough_workers()
+            candidates = old_enough_workers(MIN_AGE)
             if candidates:
                 os.kill(rng.choice(candidates).pid, signal.SIGKILL)
                 kills += 1

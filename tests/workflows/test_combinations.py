@@ -13,18 +13,9 @@ from steady_queue.models import FailedExecution, Job, Step, Wait
 from steady_queue.testing import run_pending
 
 from .. import workflow_tasks as tasks
+from .conftest import status_of
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_calls():
-    tasks.CALLS.clear()
-
-
-def status_of(result):
-    result.refresh()
-    return result.status
 
 
 def test_a_snoozed_job_replays_its_steps():

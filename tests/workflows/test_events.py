@@ -22,18 +22,9 @@ from steady_queue.testing import run_pending
 
 from .. import workflow_tasks as tasks
 from ..helpers import scaled, wait_for
+from .conftest import status_of
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fresh_calls():
-    tasks.CALLS.clear()
-
-
-def status_of(result):
-    result.refresh()
-    return result.status
 
 
 def run_until_done(result, timeout=10):

@@ -13,11 +13,6 @@ from .. import workflow_tasks as tasks
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def fresh_calls():
-    tasks.CALLS.clear()
-
-
 def last_error(result):
     job = Job.objects.get(pk=result.id)
     return job.errors[-1]["traceback"]
