@@ -121,7 +121,8 @@ def test_an_emit_racing_the_parking_finish_is_received():
 
 
 def test_a_wait_times_out_and_the_task_can_catch_it():
-    result = tasks.waits_for.enqueue("never", timeout=0.2)
+    # Long enough that the run_pending() that parks it cannot outlast it.
+    result = tasks.waits_for.enqueue("never", timeout=scaled(1))
     run_pending()
     wait = Wait.objects.get(job_id=result.id)
     scheduled = ScheduledExecution.objects.get(job_id=result.id)
@@ -155,7 +156,7 @@ def test_a_job_run_early_keeps_waiting_with_the_same_deadline():
 
 
 def test_durable_sleep_parks_for_its_time_and_is_not_slept_again():
-    result = tasks.sleeps.enqueue("nap", 0.2)
+    result = tasks.sleeps.enqueue("nap", scaled(0.5))
     run_pending()
     wait = Wait.objects.get(job_id=result.id)
     assert (wait.event_name, wait.step_name) == (None, "sleep:1")
