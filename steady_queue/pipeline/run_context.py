@@ -33,8 +33,9 @@ class Run:
     sleeps: int = 0
     # The job's stored steps, {name: Step}, loaded at the first step of a run.
     steps: dict | None = None
-    # The job's wait row (or None), loaded with its steps.
+    # The job's wait row (or None), loaded at the first wait of a run.
     wait: Any = None
+    wait_loaded: bool = False
 
     def claim_name(self, name):
         """Mark ``name`` used in this run; StepError if it was already."""

@@ -39,14 +39,20 @@ def step(name, func, *args, **kwargs):
 
 
 def stored_steps(run):
-    """{name: Step} of the job's stored steps, loaded once per run (with its
-    wait, which the waits read)."""
+    """{name: Step} of the job's stored steps, loaded once per run."""
     if run.steps is None:
-        models = models_module()
-        run.steps = models.Step.objects.using(run.database).by_name(run.job.pk)
-        waits = models.Wait.objects.using(run.database)
-        run.wait = waits.filter(job_id=run.job.pk).first()
+        steps = models_module().Step.objects.using(run.database)
+        run.steps = steps.by_name(run.job.pk)
     return run.steps
+
+
+def stored_wait(run):
+    """The job's wait row (or None), loaded once per run, at its first wait."""
+    if not run.wait_loaded:
+        waits = models_module().Wait.objects.using(run.database)
+        run.wait = waits.filter(job_id=run.job.pk).first()
+        run.wait_loaded = True
+    return run.wait
 
 
 def value_of(recorded, task_path):

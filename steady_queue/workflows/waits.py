@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from ..exceptions import EventTimeout, JobParked
 from ..pipeline.run_context import current_run
-from .steps import check_name, models_module, stored_steps, value_of
+from .steps import check_name, models_module, stored_steps, stored_wait, value_of
 
 
 def wait_for_event(name, timeout=None, *, step=None):
@@ -34,7 +34,7 @@ def wait_for_event(name, timeout=None, *, step=None):
         return value_of(recorded, run.job.task_path)
     run.refuse_inside_atomic(f"wait_for_event({name!r})")
     now = timezone.now()
-    wait = run.wait
+    wait = stored_wait(run)
     if wait is not None and wait.step_name == step_name:
         if wait.until is None or wait.until > now:
             # Run early (an operator's "run now"): the same wait goes on.
@@ -72,7 +72,7 @@ def durable_sleep(duration, *, step=None):
         return
     run.refuse_inside_atomic("durable_sleep()")
     now = timezone.now()
-    wait = run.wait
+    wait = stored_wait(run)
     if wait is not None and wait.step_name == step_name:
         if wait.until is not None and wait.until > now:
             raise JobParked(step_name, None, wait.until)
