@@ -1,6 +1,6 @@
 """Event: the latest emission of a named event, and the lock its waiters share."""
 
-from django.db import IntegrityError, models, transaction
+from django.db import models, transaction
 from django.db.models import Q
 
 # The models that import this module, read through their package when called.
@@ -13,36 +13,51 @@ class EventQuerySet(QueueQuerySet):
     def lock_name(self, name, now):
         """Lock the row of the event ``name`` until the caller's transaction
         ends, creating it (not yet emitted) if there is none; return its
-        ``(payload, emitted_at)``, or None if it was just created.
+        ``(payload, emitted_at)`` (``emitted_at`` None: not emitted).
 
         The one lock an emit and a parking waiter share: whichever takes it
         second sees what the first committed (the waiter's wait row, or the
         emitted event), so no waiter begins to wait for an event emitted
         meanwhile without being released by it.
         """
-        return self.lock_or_create(
-            {"name": name}, {"created_at": now}, ["payload", "emitted_at"]
-        )
+        self.upsert(name, now, {})
+        return self.filter(name=name).values_list("payload", "emitted_at").first()
 
     def emit(self, name, payload, now):
         """Emit the event ``name``: store it, and release every job waiting for
         it, in the caller's transaction; return the released jobs' ids."""
-        emitted = {"payload": payload, "emitted_at": now}
         with transaction.atomic(using=self.db):
-            # A write first, not a read (lock_name's SELECT ... FOR UPDATE):
-            # SQLite cannot turn a transaction that began by reading into a
-            # writing one while a worker writes ("database is locked" at once,
-            # with no busy wait); a write waits its turn. Elsewhere the UPDATE
-            # takes the row lock lock_name would.
-            if not self.filter(name=name).update(**emitted):
-                try:
-                    # A savepoint: a waiter or an emit may create the row first.
-                    with transaction.atomic(using=self.db):
-                        self.create(name=name, created_at=now, **emitted)
-                except IntegrityError:
-                    self.filter(name=name).update(**emitted)
+            self.upsert(name, now, {"payload": payload, "emitted_at": now})
             waits = models_package.Wait.objects.using(self.db)
             return waits.release_for(name, payload, now)
+
+    def upsert(self, name, now, emitted):
+        """Create the row of ``name``, or set ``emitted`` ({"payload",
+        "emitted_at"}, or nothing) on the one there is, locked either way.
+
+        One INSERT ... ON CONFLICT (ON DUPLICATE KEY) UPDATE: it takes the
+        row's exclusive lock at once. A SELECT ... FOR UPDATE, then an INSERT
+        that finds the key taken, holds a shared lock on the row and asks for
+        the exclusive one after: with an emit queued for it in between,
+        MariaDB found a deadlock (tests/integration/test_steps_chaos.py).
+        It is a write first, too, which SQLite needs to wait for its lock
+        rather than fail ("database is locked") in a transaction that read.
+        """
+        meta = self.model._meta
+        values = {"name": name, "payload": None, "emitted_at": None, "created_at": now}
+        values.update(emitted)
+        params = [
+            meta.get_field(column).get_db_prep_save(value, self.connection)
+            for column, value in values.items()
+        ]
+        table = meta.db_table
+        replaced = list(emitted) or ["name"]
+        sql = (
+            f"INSERT INTO {table} ({', '.join(values)}) VALUES (%s, %s, %s, %s)"
+            + self.dialect.add_on_conflict(table, ["name"], [], replaced)
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
 
     def received(self, name, since):
         """The payload of ``name`` if it was emitted at ``since`` or later, in
