@@ -102,3 +102,13 @@ def test_steps_go_when_their_job_is_cleared():
     Job.objects.clear_finished(timezone.now())
     assert not Job.objects.filter(pk=result.id).exists()
     assert Step.objects.of_job(result.id).count() == 0
+
+
+def test_steps_go_with_a_job_deleted_as_it_succeeds(settings):
+    options = {**settings.TASKS["default"]["OPTIONS"], "preserve_finished_jobs": False}
+    settings.TASKS = {"default": {**settings.TASKS["default"], "OPTIONS": options}}
+    result = tasks.two_steps.enqueue("not-kept")
+    run_pending()
+
+    assert not Job.objects.filter(pk=result.id).exists()
+    assert not Step.objects.filter(job_id=result.id).exists()

@@ -266,7 +266,9 @@ class Finishing:
             jobs.save_outcomes(failures, without=["return_value"])
         if deleted:
             # A running job has no execution row but the claim just deleted.
-            jobs.filter(pk__in=deleted).delete_rows()
+            # Only a job whose run used steps has any (Outcome.uses_steps).
+            steps_used = any(o.uses_steps for o in outcomes if o.job.pk in deleted)
+            jobs.filter(pk__in=deleted).delete_rows(without_steps=not steps_used)
         failed = [o.job for o in outcomes if not o.succeeded and not o.retry_at]
         if failed:
             models_package.FailedExecution.objects.using(self.db).create_all_for(failed)
