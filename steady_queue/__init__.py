@@ -14,16 +14,20 @@ from .decorators.rate import limits_rate
 from .decorators.retries import exponential, fixed, retry
 from .decorators.timeouts import timeout
 from .decorators.unique import unique
-from .exceptions import Snooze
+from .exceptions import EventTimeout, Snooze
 from .pipeline.arguments import call_arguments
 from .schedules.specs import recurring
+from .workflows import durable_sleep, emit_event, step, wait_for_event
 
 __all__ = [
+    "EventTimeout",
     "Snooze",
     "__version__",
     "add_to_batch",
     "batch",
     "call_arguments",
+    "durable_sleep",
+    "emit_event",
     "enqueue_many",
     "enqueue_on_commit",
     "exponential",
@@ -33,8 +37,10 @@ __all__ = [
     "limits_rate",
     "recurring",
     "retry",
+    "step",
     "timeout",
     "unique",
+    "wait_for_event",
 ]
 
 

@@ -103,6 +103,39 @@ class Snooze(Exception):
         super().__init__(f"snoozed for {self.seconds:g} s")
 
 
+class EventTimeout(SteadyQueueError, TimeoutError):
+    """wait_for_event() waited its whole timeout and the event was not emitted.
+
+    Raised in the task, which may catch it; every later run of the job raises
+    it again at the same wait (the timeout is recorded like a step).
+    """
+
+
+class StepError(SteadyQueueError, RuntimeError):
+    """step(), wait_for_event() or durable_sleep() was called where it cannot work:
+    outside a task run, inside the task's own atomic block, or with a name
+    already used in this run."""
+
+
+class JobParked(BaseException):
+    """Raised by wait_for_event() and durable_sleep(): the job parks, and runs
+    again from the top when its event is emitted or ``until`` passes.
+
+    A BaseException, as Django's and asyncio's control-flow signals are, so a
+    task's ``except Exception`` cannot swallow it and run on without waiting.
+    The runner turns it into a parked outcome; never raise it yourself.
+    """
+
+    def __init__(self, step_name, event_name=None, until=None):
+        self.step_name = step_name
+        # None: a durable sleep, which only ``until`` ends.
+        self.event_name = event_name
+        # When the wait ends anyway (a timeout, or a sleep's end); None: never.
+        self.until = until
+        what = f"event {event_name!r}" if event_name is not None else "its time"
+        super().__init__(f"parked at {step_name!r}, waiting for {what}")
+
+
 class DuplicateTaskError(EnqueueError):
     """A run of this @unique task with the same key is pending; nothing was written."""
 

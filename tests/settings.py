@@ -179,6 +179,7 @@ STEADY_QUEUE_TASK_MODULES = [
     "tests.poison_tasks",
     "tests.poison",
     "tests.deploy_tasks",
+    "tests.workflow_tasks",
 ]
 
 TASKS = {

@@ -33,6 +33,7 @@ from .filters import (
 )
 from .job_operations import OPERATIONS, operate
 from .job_page import attempts_of, last_failed
+from .job_steps import steps_and_wait
 
 
 @admin.register(Job)
@@ -335,4 +336,5 @@ def _error_first(job):
         "sq_failed": observed.state == State.FAILED,
         "sq_failed_attempt": last_failed(attempts),
         "sq_attempts": attempts,
+        **steps_and_wait(job),
     }

@@ -73,6 +73,10 @@ class Options:
     # A schedule ("every hour") on which the scheduler clears finished jobs
     # older than clear_finished_jobs_after; None: never (run the command).
     clear_finished_jobs_schedule: str | None = None
+    # How long an emitted event is kept: a job that begins to wait for it
+    # within this receives it at once (steady_queue.workflows); older events
+    # are pruned by the supervisor's maintenance.
+    event_retention: float = 86400.0
     process_heartbeat_interval: float = 60.0
     process_alive_threshold: float = 300.0
     shutdown_timeout: float = 5.0

@@ -331,6 +331,7 @@ READERS = {
     "preserve_finished_jobs": _boolean,
     "clear_finished_jobs_after": _duration,
     "clear_finished_jobs_schedule": _optional(_text),
+    "event_retention": _duration,
     "process_heartbeat_interval": _duration,
     "process_alive_threshold": _duration,
     "shutdown_timeout": lambda v, w, e: _duration(v, w, e, allow_zero=True),

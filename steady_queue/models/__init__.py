@@ -6,6 +6,7 @@ from .blocked_execution import BlockedExecution
 from .cancelled_run import CancelledRun
 from .claimed_execution import Claim, ClaimedExecution
 from .dashboard import Dashboard
+from .event import Event
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
 from .job_tally import JobTally
@@ -18,7 +19,9 @@ from .recurring_execution import RecurringExecution
 from .recurring_task import RecurringTask
 from .scheduled_execution import ScheduledExecution
 from .semaphore import Semaphore
+from .step import Step
 from .unique_key import UniqueKey
+from .wait import Wait
 
 __all__ = [
     "Batch",
@@ -30,6 +33,7 @@ __all__ = [
     "Dashboard",
     "EnqueueRequest",
     "Enqueued",
+    "Event",
     "FailedExecution",
     "Job",
     "JobTally",
@@ -42,5 +46,7 @@ __all__ = [
     "RecurringTask",
     "ScheduledExecution",
     "Semaphore",
+    "Step",
     "UniqueKey",
+    "Wait",
 ]

@@ -3,7 +3,7 @@
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..exceptions import ResultNotStorableError, exception_class_of
@@ -24,6 +24,9 @@ TOO_DEEP = (
 # A NUL as json.dumps writes it: \u0000 after an even number of backslashes
 # (an odd number means the backslash itself was escaped: plain text).
 ENCODED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# When a job waiting for an event without a timeout is scheduled to run: never,
+# in practice (an emit makes it ready), and within every database's range.
+FOREVER = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +52,11 @@ class Outcome:
     snoozed: bool = False
     # The Task that ran, or None if the job's task could not be loaded.
     task: Any = None
+    # The task waits (wait_for_event, durable_sleep): the JobParked it raised.
+    # Also snoozed; its finish records the wait (models/wait.py).
+    parked: Any = None
+    # The job keeps durable steps: they are deleted with its row.
+    uses_steps: bool = False
 
     @property
     def exception_class(self):

@@ -17,6 +17,7 @@ from ..compat import (
     task_started,
 )
 from ..exceptions import (
+    JobParked,
     ResultNotStorableError,
     Snooze,
     TaskNotFoundError,
@@ -24,8 +25,15 @@ from ..exceptions import (
     timeout_message,
 )
 from .arguments import TAGGED, decode_arguments
-from .outcome import Outcome, not_storable, storable_return_value, storable_text
+from .outcome import (
+    FOREVER,
+    Outcome,
+    not_storable,
+    storable_return_value,
+    storable_text,
+)
 from .results import build_result
+from .run_context import running
 
 logger = logging.getLogger("steady_queue")
 
@@ -67,16 +75,23 @@ class JobRunner:
     def _run(self, claim, task):
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         self._close_old_connections()
-        try:
-            call = self._start(claim, task, _arguments_of(claim.job))
-            value = task.func(*call.args, **call.kwargs)
-        except Snooze as snooze:
-            return self._snoozed(claim, task, snooze)
-        except BaseException as error:
-            return self._failed(claim, task, error)
-        finally:
-            self._close_old_connections()
-        return self._returned(claim, task, value)
+        with running(claim.job) as run:
+            try:
+                call = self._start(claim, task, _arguments_of(claim.job))
+                value = task.func(*call.args, **call.kwargs)
+            except Snooze as snooze:
+                outcome = self._snoozed(claim, task, snooze)
+            except JobParked as parked:
+                outcome = self._parked(claim, task, parked)
+            except BaseException as error:
+                outcome = self._failed(claim, task, error)
+            else:
+                outcome = None
+            finally:
+                self._close_old_connections()
+            if outcome is None:
+                outcome = self._returned(claim, task, value)
+        return _with_steps(outcome, run)
 
     async def _arun(self, claim, task, timeout):
         limit = None
@@ -84,7 +99,8 @@ class JobRunner:
             arguments = await _adecode(claim.job)
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
-                value = await task.func(*call.args, **call.kwargs)
+                with running(claim.job, is_async=True):
+                    value = await task.func(*call.args, **call.kwargs)
         except Snooze as snooze:
             return self._snoozed(claim, task, snooze)
         except BaseException as error:
@@ -101,6 +117,15 @@ class JobRunner:
         A failed run that will be retried has not finished its task: it is
         logged, and task_finished waits for the last attempt.
         """
+        if outcome.parked is not None:
+            logger.info(
+                "Task id=%s path=%s parked at %r; it runs again when %s",
+                outcome.job.pk,
+                outcome.job.task_path,
+                outcome.parked.step_name,
+                _what_ends(outcome.parked),
+            )
+            return
         if outcome.snoozed:
             logger.info(
                 "Task id=%s path=%s snoozed; it runs again at %s",
@@ -194,6 +219,13 @@ class JobRunner:
         later = outcome.finished_at + timedelta(seconds=snooze.seconds)
         return replace(outcome, retry_at=later)
 
+    def _parked(self, claim, task, parked):
+        """The outcome of a run that waits (wait_for_event, durable_sleep):
+        snoozed until the wait's end, which the finish may bring forward (an
+        event already emitted; models.wait.WaitQuerySet.park_all)."""
+        outcome = self._outcome(claim, task, succeeded=False, snoozed=True)
+        return replace(outcome, parked=parked, retry_at=parked.until or FOREVER)
+
     def _outcome(self, claim, task, **produced):
         return Outcome(
             job=claim.job,
@@ -203,6 +235,20 @@ class JobRunner:
             finished_at=timezone.now(),
             **produced,
         )
+
+
+def _with_steps(outcome, run):
+    """The outcome, marked if its job keeps steps (they go with its row)."""
+    if run.steps:
+        return replace(outcome, uses_steps=True)
+    return outcome
+
+
+def _what_ends(parked):
+    until = "never" if parked.until is None else parked.until.isoformat()
+    if parked.event_name is None:
+        return f"its sleep ends at {until}"
+    return f"the event {parked.event_name!r} is emitted (or at {until})"
 
 
 def _arguments_of(job):

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import replace
 
-from ..models import BlockedExecution, ScheduledExecution
+from ..models import BlockedExecution, ScheduledExecution, Wait
 from ..models.admission import RATE
 from .db import close_quietly
 from .dispatcher import Dispatcher
@@ -83,7 +83,8 @@ class Burst(Interruptible):
     ``inline`` runs every job in the calling thread (test suites);
     ``run_scheduled`` runs scheduled jobs (a future ``run_after``, a retry's
     wait) without waiting for their time, and jobs waiting on a rate window
-    past their rate.
+    past their rate; not a job parked by wait_for_event() or durable_sleep(),
+    which waits for its event or its time.
     """
 
     def __init__(
@@ -177,7 +178,12 @@ class Burst(Interruptible):
             # Every scheduled job, due or not, through its limits; and every
             # job waiting for room in a rate window, past its rate.
             waiting = blocked.filter(waits_for=RATE)
-            return len(scheduled.all().make_ready_now()) + len(waiting.make_ready_now())
+            # Not a parked job before its time: it would only park again (a
+            # wait for an event, a durable sleep), for ever.
+            parked = Wait.objects.using(self.backend.database).values("job_id")
+            moved = scheduled.exclude(job_id__in=parked).make_ready_now()
+            moved += scheduled.due().filter(job_id__in=parked).make_ready_now()
+            return len(moved) + len(waiting.make_ready_now())
         batch_size = self.dispatcher.config.batch_size
         moved = total = scheduled.dispatch_next_batch(batch_size)
         while moved == batch_size:

@@ -1,9 +1,13 @@
 """The supervisor's periodic upkeep: prune dead processes, resolve orphaned claims,
-count the batch job ends left for later."""
+count the batch job ends left for later, prune events past their retention."""
+
+from datetime import timedelta
+
+from django.utils import timezone
 
 from .. import signals
 from ..exceptions import ProcessMissingError, error_payload
-from ..models import Batch, ClaimedExecution, Process
+from ..models import Batch, ClaimedExecution, Event, Process
 from .hooks import send_hook
 
 
@@ -63,3 +67,10 @@ def count_deferred_batch_endings(owner):
     """Count the job ends left beside busy batch rows (a dispatcher does this
     every poll; this covers a deployment without one)."""
     return Batch.objects.using(owner.database).count_deferred()
+
+
+def prune_events(owner):
+    """Delete the events emitted longer ago than OPTIONS["event_retention"]
+    (waiters that begin now no longer receive them); return how many."""
+    cutoff = timezone.now() - timedelta(seconds=owner.options.event_retention)
+    return Event.objects.using(owner.database).prune(cutoff)

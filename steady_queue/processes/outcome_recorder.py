@@ -149,6 +149,7 @@ def outcome_not_stored(outcome, refused):
         outcome,
         succeeded=False,
         snoozed=False,
+        parked=None,
         return_value=None,
         exception=None,
         retry_at=None,

@@ -16,6 +16,7 @@ from .maintenance import (
     count_deferred_batch_endings,
     fail_orphaned_claims,
     prune_dead_processes,
+    prune_events,
 )
 from .pidfile import Pidfile
 
@@ -218,6 +219,7 @@ class Supervisor(Runnable):
             self.guard.call(self.kill_silent_children)
         self.guard.call(lambda: fail_orphaned_claims(self))
         self.guard.call(lambda: count_deferred_batch_endings(self))
+        self.guard.call(lambda: prune_events(self))
 
     def live_child_names(self):
         """Registry names of the children this supervisor knows to be running."""

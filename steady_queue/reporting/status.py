@@ -6,7 +6,7 @@ import json
 from django.utils import timezone
 
 from ..dialects import database_identity, describe_database
-from ..models import ClaimedExecution, Process, ReadyExecution
+from ..models import ClaimedExecution, Process, ReadyExecution, Wait
 from ..models.job.counts import counts_by_state, is_estimate
 from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
@@ -54,6 +54,9 @@ def collect_status(backend):
         "totals": {state: count for state, count in counts.items() if state in TABLED},
         # Finished jobs are counted up to COUNT_LIMIT, then estimated.
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
+        # Parked jobs (counted among the scheduled): waiting for an event, or
+        # in a durable sleep.
+        "waiting": Wait.objects.using(db).counts(),
         "recurring": recurring_status(db, now),
         "batches": batches_overview(db, now),
         "rate_limits": rate_limits_overview(db),
@@ -166,6 +169,12 @@ def print_status(backend, out, as_json=False):
         + ", ".join(f"{state} {count}" for state, count in totals.items())
         + f", finished {'~' if finished['estimated'] else ''}{finished['count']}"
     )
+    waiting = status["waiting"]
+    if waiting["event"] or waiting["sleep"]:
+        out.write(
+            f"Waiting (among the scheduled): {waiting['event']} for events, "
+            f"{waiting['sleep']} in durable sleeps"
+        )
     for lines in (
         batch_lines(status["batches"]),
         rate_limit_lines(status["rate_limits"]),

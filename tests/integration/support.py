@@ -12,6 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from django.db import connection, connections
+from django.utils import timezone
 
 from steady_queue import enqueue_many
 from steady_queue.dialects import answers
@@ -379,6 +380,18 @@ def wait_for_database(timeout=60):
         return answers(connection)
 
     wait_for(reachable, timeout=timeout, interval=0.2, message="database is back")
+
+
+def old_enough_workers(min_age):
+    """Running workers registered longer ago than ``min_age`` seconds: a younger
+    one dying counts as a crash loop (supervisor.QUICK_DEATH), restarted after
+    a growing delay, so chaos tests kill only these."""
+    cutoff = timezone.now().timestamp() - min_age
+    return [
+        worker
+        for worker in rows("worker")
+        if worker.created_at.timestamp() < cutoff and is_running(worker.pid)
+    ]
 
 
 def kill_random_worker(rng=random):

@@ -6,7 +6,6 @@ import signal
 import time
 
 import pytest
-from django.utils import timezone
 
 from steady_queue import enqueue_many
 
@@ -16,7 +15,7 @@ from .support import (
     account_for,
     is_running,
     job_states,
-    rows,
+    old_enough_workers,
     sleep_briefly,
     wait_for_boot,
     wait_for_exit,
@@ -41,15 +40,6 @@ CHAOS_SECONDS = 30
 # a growing delay (supervisor.QUICK_DEATH); killing only older ones keeps the
 # replacements immediate, so the drain does not wait out backoffs.
 MIN_AGE = 5.5
-
-
-def old_enough_workers():
-    cutoff = timezone.now().timestamp() - MIN_AGE
-    return [
-        worker
-        for worker in rows("worker")
-        if worker.created_at.timestamp() < cutoff and is_running(worker.pid)
-    ]
 
 
 class Feeder:
@@ -87,7 +77,7 @@ def test_random_worker_kills_lose_no_job_and_run_none_twice(start_supervisor, tm
     deadline = time.monotonic() + CHAOS_SECONDS
     while time.monotonic() < deadline:
         feeder.top_up()
-        candidates = old_enough_workers()
+        candidates = old_enough_workers(MIN_AGE)
         if candidates:
             os.kill(rng.choice(candidates).pid, signal.SIGKILL)
             kills += 1

@@ -154,8 +154,11 @@ class Finishing:
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
         # Failures may be retried and limited jobs release slots: both need
         # more than the one-statement path does, and both are the rarer case.
+        # A job keeping durable steps loses them with its row (delete_rows).
         simple = all(
-            outcome.succeeded and not outcome.job.concurrency_key
+            outcome.succeeded
+            and not outcome.job.concurrency_key
+            and not (outcome.uses_steps and not preserve_finished_jobs)
             for outcome in outcomes
         )
         if self.dialect.runs_hot_paths_in_one_statement and simple:
@@ -243,6 +246,12 @@ class Finishing:
         """Write outcomes; return them, failures marked with their retry time."""
         # Runs inside the caller's transaction, after the claim rows were deleted.
         outcomes = [with_retry_decided(outcome) for outcome in outcomes]
+        # A parked run's wait is recorded (or its event found emitted) in the
+        # transaction that deletes its claim: an emit either sees the wait,
+        # or the wait sees the emitted event (models/wait.py).
+        outcomes = models_package.Wait.objects.using(self.db).park_all(
+            outcomes, timezone.now()
+        )
         deleted = {
             o.job.pk for o in outcomes if o.succeeded and not preserve_finished_jobs
         }
@@ -257,7 +266,9 @@ class Finishing:
             jobs.save_outcomes(failures, without=["return_value"])
         if deleted:
             # A running job has no execution row but the claim just deleted.
-            jobs.filter(pk__in=deleted).delete_rows()
+            # Only a job whose run used steps has any (Outcome.uses_steps).
+            steps_used = any(o.uses_steps for o in outcomes if o.job.pk in deleted)
+            jobs.filter(pk__in=deleted).delete_rows(without_steps=not steps_used)
         failed = [o.job for o in outcomes if not o.succeeded and not o.retry_at]
         if failed:
             models_package.FailedExecution.objects.using(self.db).create_all_for(failed)

@@ -1,0 +1,102 @@
+"""Step: the stored outcome of one named durable step (or wait) of a job."""
+
+from django.db import models
+from django.utils import timezone
+
+from ..dialects.isolation import atomic
+from .base import QueueQuerySet
+from .fields import RowJSONField
+
+# What a step row records: a step() that returned; a wait_for_event() that
+# received its event, or timed out; a durable_sleep() that slept.
+STEP = "step"
+EVENT = "event"
+TIMEOUT = "timeout"
+SLEEP = "sleep"
+KINDS = [(STEP, "step"), (EVENT, "event"), (TIMEOUT, "timeout"), (SLEEP, "sleep")]
+
+
+class StepQuerySet(QueueQuerySet):
+    def of_job(self, job_id):
+        """The stored steps of one job, in the order they finished."""
+        return self.filter(job_id=job_id).order_by("finished_at", "pk")
+
+    def of_jobs(self, jobs):
+        """The stored steps of a Job queryset's jobs."""
+        return self.filter(job_id__in=jobs.values("pk"))
+
+    def by_name(self, job_id):
+        """{name: Step} of one job's stored steps."""
+        return {step.name: step for step in self.of_job(job_id)}
+
+    def record(self, job_id, name, kind, value, now=None):
+        """Store a finished step in its own transaction (or the caller's
+        savepoint); return the Step.
+
+        Two records of one name for one job cannot both commit: the second
+        raises IntegrityError (the pair is unique).
+        """
+        step = self.model(
+            job_id=job_id,
+            name=name,
+            kind=kind,
+            value=value,
+            finished_at=now or timezone.now(),
+        )
+        with atomic(using=self.db):
+            self.insert_one(step)
+        return step
+
+    def record_all(self, job_ids, name_of, kind, value, now):
+        """Store one step per job (``name_of[job_id]``) in one insert."""
+        self.bulk_create(
+            [
+                self.model(
+                    job_id=job_id,
+                    name=name_of[job_id],
+                    kind=kind,
+                    value=value,
+                    finished_at=now,
+                )
+                for job_id in job_ids
+            ]
+        )
+
+    def counts_by_kind(self):
+        """{kind: rows}: how many steps, waits and sleeps are stored."""
+        rows = self.values_list("kind").annotate(count=models.Count("pk"))
+        return dict(rows.order_by())
+
+
+class Step(models.Model):
+    """One finished step of a job: its name, what it returned, and when.
+
+    Deleted with its job (JobQuerySet.delete_rows); no foreign-key constraint,
+    as the jobs table has none pointing at it either: clearing jobs pays for
+    no check.
+    """
+
+    job = models.ForeignKey(
+        "steady_queue.Job",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # the unique (job, name) pair serves look-ups by job
+        related_name="+",
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=KINDS, default=STEP)
+    # As a return value is stored (pipeline/return_values.py) for a step; the
+    # event's payload (plain JSON) for a wait that received it.
+    value = RowJSONField(null=True, blank=True)
+    finished_at = models.DateTimeField()
+
+    objects = StepQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_steps"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="sq_step_job_name")
+        ]
+
+    def __str__(self):
+        return f"Step {self.name!r} of job {self.job_id} ({self.kind})"
