@@ -31,7 +31,7 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
-from .job_page import attempts_of, last_failed
+from .job_page import attempts_of, dependencies_of, last_failed
 
 
 @admin.register(Job)
@@ -318,4 +318,5 @@ def _error_first(job):
         "sq_failed": observed.state == State.FAILED,
         "sq_failed_attempt": last_failed(attempts),
         "sq_attempts": attempts,
+        "sq_dependencies": dependencies_of(job),
     }

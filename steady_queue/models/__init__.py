@@ -8,6 +8,7 @@ from .claimed_execution import Claim, ClaimedExecution
 from .dashboard import Dashboard
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
+from .job_dependency import JobDependency
 from .job_tally import JobTally
 from .pause import Pause
 from .process import Process
@@ -32,6 +33,7 @@ __all__ = [
     "Enqueued",
     "FailedExecution",
     "Job",
+    "JobDependency",
     "JobTally",
     "Pause",
     "Process",

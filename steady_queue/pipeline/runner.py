@@ -24,6 +24,7 @@ from ..exceptions import (
     timeout_message,
 )
 from .arguments import TAGGED, decode_arguments
+from .current_job import running
 from .outcome import Outcome, not_storable, storable_return_value, storable_text
 from .results import build_result
 
@@ -46,7 +47,8 @@ class JobRunner:
         self._close_old_connections()
         try:
             call = self._start(claim, task, _arguments_of(claim.job))
-            value = task.func(*call.args, **call.kwargs)
+            with running(claim.job):
+                value = task.func(*call.args, **call.kwargs)
         except Snooze as snooze:
             return self._snoozed(claim, task, snooze)
         except BaseException as error:
@@ -62,7 +64,8 @@ class JobRunner:
             arguments = await _adecode(claim.job)
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
-                value = await task.func(*call.args, **call.kwargs)
+                with running(claim.job):
+                    value = await task.func(*call.args, **call.kwargs)
         except Snooze as snooze:
             return self._snoozed(claim, task, snooze)
         except BaseException as error:

@@ -6,7 +6,7 @@ import json
 from django.utils import timezone
 
 from ..dialects import database_identity, describe_database
-from ..models import ClaimedExecution, Process, ReadyExecution
+from ..models import BlockedExecution, ClaimedExecution, Process, ReadyExecution
 from ..models.job.counts import counts_by_state, is_estimate
 from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
@@ -53,6 +53,10 @@ def collect_status(backend):
         "totals": {state: count for state, count in counts.items() if state in TABLED},
         # Finished jobs are counted up to COUNT_LIMIT, then estimated.
         "finished": {"count": counts[State.FINISHED], "estimated": is_estimate(counts)},
+        # Of the blocked jobs, those waiting for the jobs they depend on.
+        "waiting_on_dependencies": BlockedExecution.objects.using(db)
+        .waiting_on_dependencies()
+        .count(),
         "recurring": recurring_status(db, now),
         "batches": batches_overview(db, now),
         "rate_limits": rate_limits_overview(db),
@@ -164,6 +168,11 @@ def print_status(backend, out, as_json=False):
         + ", ".join(f"{state} {count}" for state, count in totals.items())
         + f", finished {'~' if finished['estimated'] else ''}{finished['count']}"
     )
+    if status["waiting_on_dependencies"]:
+        out.write(
+            f"Waiting on dependencies: {status['waiting_on_dependencies']} "
+            "(of the blocked jobs)"
+        )
     for lines in (
         batch_lines(status["batches"]),
         rate_limit_lines(status["rate_limits"]),

@@ -15,6 +15,7 @@ from ...pipeline.loader import tasks_by_path
 from ...pipeline.outcome import Outcome
 from ..batch import Batch
 from ..cancelled_run import CancelledRun
+from ..job_dependency import FAILED
 from ..process import Process
 
 logger = logging.getLogger("steady_queue")
@@ -213,10 +214,13 @@ class Releasing:
                     "backend_name",
                     "task_path",
                     "batch_id",
+                    "has_dependents",
                 )
             )
             models_package.FailedExecution.objects.using(self.db).create_all_for(jobs)
             Batch.objects.using(self.db).count_ended(failed=jobs)
+            dependencies = models_package.JobDependency.objects.using(self.db)
+            dependencies.settle([(job, FAILED) for job in jobs])
             self.release_concurrency_slots(jobs)
         return jobs
 
