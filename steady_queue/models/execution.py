@@ -75,7 +75,9 @@ class ExecutionQuerySet(QueueQuerySet):
         jobs themselves waited for."""
         dependencies = models_package.JobDependency.objects.using(self.db)
         if self.model.discarding_ends_the_job:
-            ending = list(jobs.filter(has_dependents=True))
+            # Locked: an enqueue making one of them a dependency either
+            # committed (its flag is read here) or waits, then finds it gone.
+            ending = list(jobs.filter(has_dependents=True).select_for_update())
             dependencies.settle([(job, DISCARDED) for job in ending])
         dependencies.filter(job_id__in=jobs.values("pk")).delete_rows()
 

@@ -105,10 +105,12 @@ class JobDependencyQuerySet(QueueQuerySet):
         failed = set()
         for start in range(0, len(ended), CHUNK):
             failed_executions = models_package.FailedExecution.objects.using(self.db)
+            # Locking reads (here and below): on MySQL a plain read sees
+            # the caller's snapshot, which may predate the failure.
             failed.update(
-                failed_executions.filter(
-                    job_id__in=ended[start : start + CHUNK]
-                ).values_list("job_id", flat=True)
+                failed_executions.filter(job_id__in=ended[start : start + CHUNK])
+                .select_for_update()
+                .values_list("job_id", flat=True)
             )
         self.bulk_create(
             [
@@ -153,6 +155,7 @@ class JobDependencyQuerySet(QueueQuerySet):
         errors = (
             models_package.Job.objects.using(self.db)
             .filter(pk=job_id)
+            .select_for_update()
             .values_list("errors", flat=True)
             .first()
         ) or []

@@ -81,10 +81,12 @@ class Outcomes:
             if cursor.rowcount == len(rows) or cursor.rowcount < 0:
                 return
             believed = [job.pk for job in jobs if not job.has_dependents]
+            # A locking read: on MySQL a plain one would read the
+            # transaction's snapshot, from before the dependent's enqueue.
             gained = set(
-                self.filter(pk__in=believed, has_dependents=True).values_list(
-                    "pk", flat=True
-                )
+                self.filter(pk__in=believed, has_dependents=True)
+                .select_for_update()
+                .values_list("pk", flat=True)
             )
             for job in jobs:
                 if job.pk in gained:

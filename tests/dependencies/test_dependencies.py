@@ -355,3 +355,40 @@ def claim_by_a_fake_process(result):
         [int(result.id)], registered_process(7), timezone.now()
     )
     return ClaimedExecution.objects.get(job_id=result.id)
+
+
+def statements_to_finish_one(width):
+    """Statements run_pending() sends to run and finish one dependency of a
+    fan-in of ``width`` jobs (the rest already finished)."""
+    members = [tasks.returns.enqueue(n) for n in range(width)]
+    with depends_on(*members):
+        tasks.noop.enqueue()
+    run_pending(max_tasks=width - 1)
+    with CaptureQueriesContext(connection) as finish:
+        run_pending(max_tasks=1)
+    assert Job.objects.filter(pk=members[-1].id, finished_at__isnull=False).exists()
+    return len(finish.captured_queries)
+
+
+def test_a_finish_takes_as_many_statements_however_wide_the_fan_in():
+    narrow = statements_to_finish_one(3)
+    Job.objects.all().delete()
+    wide = statements_to_finish_one(400)
+    assert wide == narrow
+
+
+def test_releasing_a_wide_fan_out_takes_a_bounded_number_of_statements():
+    counts = {}
+    for width in (3, 400):
+        first = tasks.returns.enqueue(1)
+        with depends_on(first):
+            for _ in range(width):
+                tasks.noop.enqueue()
+        with CaptureQueriesContext(connection) as finish:
+            run_pending(max_tasks=1)
+        assert not BlockedExecution.objects.exists()
+        counts[width] = len(finish.captured_queries)
+        run_pending()
+    # Only inserting the ready rows grows with the width, a statement per
+    # chunk a database takes in one INSERT.
+    assert counts[400] <= counts[3] + 400 // 100

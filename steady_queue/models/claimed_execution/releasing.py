@@ -204,9 +204,11 @@ class Releasing:
         """
         with transaction.atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
+            # Locked: has_dependents is read as its latest commit says.
             jobs = list(
                 models_package.Job.objects.using(self.db)
                 .filter(pk__in=ids)
+                .select_for_update()
                 .only(
                     "pk",
                     "concurrency_key",

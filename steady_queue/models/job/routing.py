@@ -91,8 +91,18 @@ class Routing:
     def discard_unrun(self, jobs_and_errors, now):
         """Record these jobs as failed without running, each with its error;
         the jobs that wait for them end too (JobDependency.settle)."""
+        # Whether each has dependents, read again under lock: the instance
+        # may have been read before a dependent's enqueue set it.
+        pks = [job.pk for job, _ in jobs_and_errors]
+        flagged = set(
+            self.model.objects.using(self.db)
+            .filter(pk__in=pks, has_dependents=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
         jobs = []
         for job, error in jobs_and_errors:
+            job.has_dependents = job.pk in flagged
             job.finished_at = now
             job.add_error(error)
             jobs.append(job)
