@@ -392,3 +392,12 @@ def test_releasing_a_wide_fan_out_takes_a_bounded_number_of_statements():
     # Only inserting the ready rows grows with the width, a statement per
     # chunk a database takes in one INSERT.
     assert counts[400] <= counts[3] + 400 // 100
+
+
+def test_enqueue_on_commit_inside_depends_on_waits_all_the_same():
+    first = tasks.returns.enqueue(1)
+    with transaction.atomic(), depends_on(first):
+        steady_queue.enqueue_on_commit(tasks.collects_dependencies)
+    [waiting] = BlockedExecution.objects.waiting_on_dependencies()
+    run_pending()
+    assert Job.objects.get(pk=waiting.job_id).return_value == [1]
