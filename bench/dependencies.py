@@ -147,6 +147,9 @@ def main():
     )
     parser.add_argument("--baseline", help="a checkout's root without dependencies")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--baseline-only", action="store_true", help="only the plain comparison"
+    )
     parser.add_argument("--database", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--plain-only", action="store_true", help=argparse.SUPPRESS)
@@ -159,7 +162,7 @@ def main():
     results = {}
     for vendor in args.databases:
         print(f"{vendor}:", flush=True)
-        found = run_one(vendor, args.jobs, ROOT, plain_only=False)
+        found = run_one(vendor, args.jobs, ROOT, plain_only=args.baseline_only)
         for name, (enqueue, drain) in found.items():
             enqueue = "" if enqueue is None else f"enqueue {enqueue:6.0f} µs/job   "
             print(f"  {name:16} {enqueue}drain {drain:6.0f} µs/job", flush=True)
