@@ -401,3 +401,27 @@ def test_enqueue_on_commit_inside_depends_on_waits_all_the_same():
     [waiting] = BlockedExecution.objects.waiting_on_dependencies()
     run_pending()
     assert Job.objects.get(pk=waiting.job_id).return_value == [1]
+
+
+def test_a_job_with_dependents_is_kept_when_finished_jobs_are_not():
+    first = tasks.returns.enqueue("kept")
+    with depends_on(first):
+        after = tasks.collects_dependencies.enqueue()
+    claim = claim_by_a_fake_process(first)
+    job = Job.objects.get(pk=first.id)
+    outcome = Outcome(
+        job=job,
+        claimed_at=timezone.now(),
+        task=tasks.returns,
+        worker_id="w",
+        finished_at=timezone.now(),
+        succeeded=True,
+        return_value="kept",
+    )
+    ClaimedExecution.objects.finalize_all(
+        [outcome], claim.process_id, preserve_finished_jobs=False
+    )
+    assert Job.objects.filter(pk=first.id).exists()
+    run_pending()
+    after.refresh()
+    assert after.return_value == ["kept"]
