@@ -14,6 +14,7 @@ from .decorators.rate import limits_rate
 from .decorators.retries import exponential, fixed, retry
 from .decorators.timeouts import timeout
 from .decorators.unique import unique
+from .dependencies import dependency_results, depends_on
 from .exceptions import EventTimeout, Snooze
 from .pipeline.arguments import call_arguments
 from .schedules.specs import recurring
@@ -26,6 +27,8 @@ __all__ = [
     "add_to_batch",
     "batch",
     "call_arguments",
+    "dependency_results",
+    "depends_on",
     "durable_sleep",
     "emit_event",
     "enqueue_many",

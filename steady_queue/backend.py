@@ -20,7 +20,7 @@ from .compat import (
 from .conf import parse_options
 from .decorators.limits import limits_of
 from .decorators.unique import unique_of
-from .exceptions import BatchError, TaskNotFoundError
+from .exceptions import BatchError, DependencyError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
 from .pipeline.loader import (
@@ -30,6 +30,7 @@ from .pipeline.loader import (
     task_module_refusal,
 )
 from .pipeline.open_batch import open_batch
+from .pipeline.open_dependencies import open_dependencies
 from .pipeline.results import build_result
 from .states import TASK_RESULT_STATUS
 from .tracing import TRACE_KEY, tracing
@@ -221,7 +222,8 @@ def _models():
 class _Requests:
     """Makes the EnqueueRequests of one task's calls; the task's settings are
     read once, not per call (enqueue_many makes thousands). Inside a batch
-    block, each job joins the batch."""
+    block, each job joins the batch; inside a depends_on() block, each waits
+    for its jobs."""
 
     def __init__(self, backend, task):
         models = _models()
@@ -235,6 +237,7 @@ class _Requests:
         self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
         # The send span's trace context, the same for every call (None: off).
         self.trace = tracing().carrier() if backend.config.opentelemetry else None
+        self.dependencies = _open_dependencies_for(backend, task)
         # The columns every call of the task shares.
         self.columns = {
             "queue_name": task.queue_name,
@@ -265,6 +268,7 @@ class _Requests:
             if unique
             else None,
             batch_sized_when_sealed=self.batch_sized_when_sealed,
+            dependencies=self.dependencies,
         )
         if self.trace is not None:
             # After the unique key: equal calls from two traces are duplicates.
@@ -286,6 +290,22 @@ def _open_batch_for(backend, task):
             "with that backend."
         )
     return opened
+
+
+def _open_dependencies_for(backend, task):
+    """The (job id, run_anyway) pairs the open depends_on() blocks make this
+    task's jobs wait for; they must be in the same database."""
+    dependencies = open_dependencies()
+    for dependency in dependencies:
+        if dependency.database not in (None, backend.database):
+            raise DependencyError(
+                f"{task.module_path} uses the backend {backend.alias!r}, whose "
+                f"jobs are kept in the database {backend.database!r}, but job "
+                f"{dependency.job_id} it would wait for is in "
+                f"{dependency.database!r}: a job waits only for jobs of its own "
+                "database. Enqueue it through a backend of that database."
+            )
+    return tuple((d.job_id, d.run_anyway) for d in dependencies)
 
 
 def steady_queue_backend(alias, refusal):

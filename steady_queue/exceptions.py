@@ -79,6 +79,16 @@ class RateLimitDiscarded(SteadyQueueError):
     """
 
 
+class DependencyFailedError(SteadyQueueError):
+    """The job ended without running: a job it depended on failed for good,
+    was discarded or was cancelled (its error names that job)."""
+
+
+class DependencyError(SteadyQueueError, ValueError):
+    """depends_on() was given something that is not a job to wait for, or
+    dependency_results() was called outside a running task."""
+
+
 class Snooze(Exception):
     """Raise it in a task to run the task again after ``seconds``.
 

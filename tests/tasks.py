@@ -574,3 +574,55 @@ def record_user_and_numbers(path, user, numbers, *, more):
 def fails_every_attempt(message):
     """Raise on every attempt: a job that ends failed after three."""
     raise ValueError(message)
+
+
+@task
+def returns(value):
+    return value
+
+
+@task
+def collects_dependencies(path=None):
+    """Returns the return values of the jobs it waited for ("failed" for one
+    that failed), and notes its run."""
+    from steady_queue import dependency_results
+    from steady_queue.compat import TaskResultStatus
+
+    if path:
+        _note(path, "collector")
+    return [
+        result.return_value
+        if result.status == TaskResultStatus.SUCCESSFUL
+        else "failed"
+        for result in dependency_results()
+    ]
+
+
+@retry(attempts=2, wait=0)
+@task
+def fails_then_succeeds(path):
+    if _runs_so_far(path) == 0:
+        _record_attempt(path)
+        raise ValueError("first try")
+    _record_attempt(path)
+    return "second try"
+
+
+@retry(attempts=10, wait=0)
+@task
+def fan_out_member(path, number, seconds):
+    """Notes its start and end (with the time) around a sleep; returns number.
+    Retried: a run killed with its worker runs again."""
+    _note(path, f"start {number} {time.time()}")
+    time.sleep(seconds)
+    _note(path, f"end {number} {time.time()}")
+    return number
+
+
+@task
+def fan_in(path):
+    """Notes when it starts; returns the values of the jobs it waited for."""
+    from steady_queue import dependency_results
+
+    _note(path, f"collect {time.time()}")
+    return [result.return_value for result in dependency_results()]

@@ -12,6 +12,7 @@ before errors kept them has none, and the page says they were not stored.
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..models import BlockedExecution, Job, JobDependency
 from ..states import State
 
 NOT_STORED = "not stored"
@@ -152,3 +153,73 @@ def _stored_time(error, key):
     except (TypeError, ValueError):
         # A row edited by hand: the page shows what else the row kept.
         return None
+
+
+# How many jobs a job's page lists of those it waits for, and of those that
+# wait for it (a fan-in or fan-out may have thousands).
+RELATED_SHOWN = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelatedJob:
+    """A job another waits for, or that waits for another: None for the
+    task path and state of one whose row is gone (cleared or discarded)."""
+
+    job_id: int
+    task_path: str | None = None
+    state: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dependencies:
+    """What a job waits (or waited) for and what waits (or waited) for it,
+    each at most RELATED_SHOWN of them, with how many more there are, and
+    how many of its own it still waits for (None: it waits for none now)."""
+
+    waits_for: list
+    waits_for_more: int
+    waited_by: list
+    waited_by_more: int
+    pending: int | None
+
+    def __bool__(self):
+        return bool(self.waits_for or self.waited_by)
+
+
+def dependencies_of(job):
+    """The Dependencies of a job, for its page."""
+    database = job._state.db
+    edges = JobDependency.objects.using(database)
+    waits_for = edges.dependencies_of(job.pk)
+    waited_by = edges.dependents_of(job.pk) if job.has_dependents else []
+    pending = (
+        BlockedExecution.objects.using(database)
+        .waiting_on_dependencies()
+        .filter(job_id=job.pk)
+        .values_list("dependencies_pending", flat=True)
+        .first()
+    )
+    return Dependencies(
+        waits_for=_related(database, waits_for[:RELATED_SHOWN]),
+        waits_for_more=max(len(waits_for) - RELATED_SHOWN, 0),
+        waited_by=_related(database, waited_by[:RELATED_SHOWN]),
+        waited_by_more=max(len(waited_by) - RELATED_SHOWN, 0),
+        pending=pending,
+    )
+
+
+def _related(database, ids):
+    """RelatedJobs of these ids, in their order, with their states."""
+    rows = (
+        Job.objects.using(database)
+        .filter(pk__in=ids)
+        .with_state()
+        .values_list("pk", "task_path", "state")
+    )
+    found = {pk: (path, state) for pk, path, state in rows}
+    return [
+        RelatedJob(job_id=pk, task_path=found[pk][0], state=found[pk][1])
+        if pk in found
+        else RelatedJob(job_id=pk)
+        for pk in ids
+    ]

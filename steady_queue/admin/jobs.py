@@ -32,7 +32,7 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
-from .job_page import attempts_of, last_failed
+from .job_page import attempts_of, dependencies_of, last_failed
 from .job_steps import steps_and_wait
 
 
@@ -337,4 +337,5 @@ def _error_first(job):
         "sq_failed_attempt": last_failed(attempts),
         "sq_attempts": attempts,
         **steps_and_wait(job),
+        "sq_dependencies": dependencies_of(job),
     }

@@ -9,6 +9,7 @@ from .dashboard import Dashboard
 from .event import Event
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
+from .job_dependency import JobDependency
 from .job_tally import JobTally
 from .pause import Pause
 from .process import Process
@@ -36,6 +37,7 @@ __all__ = [
     "Event",
     "FailedExecution",
     "Job",
+    "JobDependency",
     "JobTally",
     "Pause",
     "Process",

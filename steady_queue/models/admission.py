@@ -40,6 +40,9 @@ DEFERRED = "deferred"
 # What a blocked job waits for (BlockedExecution.waits_for).
 CONCURRENCY = "concurrency"
 RATE = "rate"
+# The jobs it was enqueued to wait for (models/job_dependency.py): never
+# released by a concurrency or rate release, only by its last dependency's end.
+DEPENDENCIES = "dependency"
 
 
 @dataclass(frozen=True, slots=True)

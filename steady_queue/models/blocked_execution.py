@@ -11,7 +11,15 @@ from django.utils import timezone
 from .. import models as models_package
 from ..decorators.limits import limits_by_job
 from ..dialects.isolation import atomic
-from .admission import BLOCKED, CONCURRENCY, DEFERRED, DISCARDED, RATE, Admission
+from .admission import (
+    BLOCKED,
+    CONCURRENCY,
+    DEFERRED,
+    DEPENDENCIES,
+    DISCARDED,
+    RATE,
+    Admission,
+)
 from .execution import Execution, ExecutionQuerySet
 from .rate_window import RateWindow
 from .ready_execution import ReadyExecution
@@ -43,6 +51,24 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
                 for job, decision in jobs_and_decisions
             ]
         )
+
+    def wait_for_dependencies(self, job, pending, now):
+        """Block a saved job until ``pending`` jobs it depends on have ended
+        (JobDependency.objects.settle counts them down and lets it go)."""
+        return self.create(
+            job_id=job.pk,
+            queue_name=job.queue_name,
+            priority=job.priority,
+            concurrency_key="",
+            waits_for=DEPENDENCIES,
+            dependencies_pending=pending,
+            expires_at=now,
+            created_at=now,
+        )
+
+    def waiting_on_dependencies(self):
+        """Jobs waiting for the jobs they depend on to end."""
+        return self.filter(waits_for=DEPENDENCIES)
 
     def for_key(self, key, waits_for=CONCURRENCY):
         """Jobs waiting on a key, in the order they get released."""
@@ -287,13 +313,15 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
 class BlockedExecution(Execution):
     """A job held back until its key has a free slot (``waits_for``
     "concurrency") or its rate window has room ("rate"); ``concurrency_key``
-    is that key."""
+    is that key. Or ("dependency") until the ``dependencies_pending`` jobs it
+    waits for have ended: no release of a key ever looks at those rows."""
 
     queue_name = models.CharField(max_length=100)
     priority = models.SmallIntegerField(default=0)
     concurrency_key = models.CharField(max_length=255)
     waits_for = models.CharField(max_length=11, default=CONCURRENCY)
     expires_at = models.DateTimeField()
+    dependencies_pending = models.IntegerField(default=0, db_default=0)
 
     objects = BlockedExecutionQuerySet.as_manager()
 

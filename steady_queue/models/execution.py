@@ -8,6 +8,7 @@ from .. import models as models_package
 from ..dialects.isolation import atomic
 from .base import QueueQuerySet
 from .batch import Batch
+from .job_dependency import DISCARDED
 
 # How many jobs one operator action (retry, discard, run now) moves per transaction.
 OPERATOR_BATCH_SIZE = 1000
@@ -56,6 +57,7 @@ class ExecutionQuerySet(QueueQuerySet):
             ids = [row[0] for row in self.delete_returning(["job"])]
             jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
             self.count_discarded_in_batches(jobs)
+            self.end_dependents_of_discarded(jobs)
             jobs.delete_rows()
         return ids
 
@@ -67,6 +69,18 @@ class ExecutionQuerySet(QueueQuerySet):
         if self.model.discarding_ends_the_job:
             in_batches = list(jobs.exclude(batch=None).only("pk", "batch_id"))
             Batch.objects.using(self.db).count_ended(discarded=in_batches)
+
+    def end_dependents_of_discarded(self, jobs):
+        """End (or, if they run anyway, count down) the jobs that wait for
+        these discarded ones (a Job queryset), and forget what the discarded
+        jobs themselves waited for."""
+        dependencies = models_package.JobDependency.objects.using(self.db)
+        if self.model.discarding_ends_the_job:
+            # Locked: an enqueue making one of them a dependency either
+            # committed (its flag is read here) or waits, then finds it gone.
+            ending = list(jobs.filter(has_dependents=True).select_for_update())
+            dependencies.settle([(job, DISCARDED) for job in ending])
+        dependencies.filter(job_id__in=jobs.values("pk")).delete_rows()
 
     def in_batches(self, verb, batch_size=None, progress=None):
         """Apply a verb (a queryset method returning ids) a batch at a time.

@@ -51,6 +51,11 @@ class Outcomes:
         Sent with executemany: Django's bulk_update builds a CASE expression per
         field and job, which on the hot path costs far more than the database
         work it saves (PostgreSQL has its own one-statement finalize).
+
+        A job whose row gained dependents while it ran (an enqueue set
+        ``has_dependents`` after its worker read the row) is written too, and
+        its instance's flag set: each UPDATE also matches the flag the
+        instance has, and a short count (only then) looks for those.
         """
         meta = self.model._meta
         fields = [
@@ -62,13 +67,28 @@ class Outcomes:
             f"UPDATE {quote(meta.db_table)} SET {assignments} "
             f"WHERE {quote(meta.pk.column)} = %s"
         )
+        flag = quote(meta.get_field("has_dependents").column)
         rows = [
             [
                 field.get_db_prep_save(getattr(job, field.attname), self.connection)
                 for field in fields
             ]
-            + [job.pk]
+            + [job.pk, job.has_dependents]
             for job in jobs
         ]
         with self.connection.cursor() as cursor:
-            cursor.executemany(sql, rows)
+            cursor.executemany(f"{sql} AND {flag} = %s", rows)
+            if cursor.rowcount == len(rows) or cursor.rowcount < 0:
+                return
+            believed = [job.pk for job in jobs if not job.has_dependents]
+            # A locking read: on MySQL a plain one would read the
+            # transaction's snapshot, from before the dependent's enqueue.
+            gained = set(
+                self.filter(pk__in=believed, has_dependents=True)
+                .select_for_update()
+                .values_list("pk", flat=True)
+            )
+            for job in jobs:
+                if job.pk in gained:
+                    job.has_dependents = True
+            cursor.executemany(sql, [row[:-1] for row in rows if row[-2] in gained])

@@ -99,6 +99,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 )
             )
             self.count_discarded_in_batches(jobs)
+            self.end_dependents_of_discarded(jobs)
             jobs.delete_rows()
             ClaimedExecution.objects.using(self.db).release_concurrency_slots(limited)
             # Never claimed: the starts they took in rate windows did not happen.

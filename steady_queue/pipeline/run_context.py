@@ -1,4 +1,5 @@
-"""The run in progress: what durable steps and waits read to find their job.
+"""The run in progress: what durable steps, waits and dependency_results()
+read to find their job.
 
 The runner sets it around the task's call (a ContextVar, so each pool thread
 and each coroutine sees its own run); steady_queue.workflows reads it.
@@ -58,6 +59,13 @@ class Run:
                 "the block. Call it outside the atomic block, and open the "
                 "block inside the step's function instead."
             )
+
+
+def running_job():
+    """The Job row whose task runs here, or None outside a running task
+    (what dependency_results() reads, in sync and async tasks alike)."""
+    run = _current.get()
+    return None if run is None else run.job
 
 
 def current_run(what):

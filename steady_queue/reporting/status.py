@@ -6,7 +6,13 @@ import json
 from django.utils import timezone
 
 from ..dialects import database_identity, describe_database
-from ..models import ClaimedExecution, Process, ReadyExecution, Wait
+from ..models import (
+    BlockedExecution,
+    ClaimedExecution,
+    Process,
+    ReadyExecution,
+    Wait,
+)
 from ..models.job.counts import counts_by_state, is_estimate
 from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
@@ -57,6 +63,10 @@ def collect_status(backend):
         # Parked jobs (counted among the scheduled): waiting for an event, or
         # in a durable sleep.
         "waiting": Wait.objects.using(db).counts(),
+        # Of the blocked jobs, those waiting for the jobs they depend on.
+        "waiting_on_dependencies": BlockedExecution.objects.using(db)
+        .waiting_on_dependencies()
+        .count(),
         "recurring": recurring_status(db, now),
         "batches": batches_overview(db, now),
         "rate_limits": rate_limits_overview(db),
@@ -174,6 +184,11 @@ def print_status(backend, out, as_json=False):
         out.write(
             f"Waiting (among the scheduled): {waiting['event']} for events, "
             f"{waiting['sleep']} in durable sleeps"
+        )
+    if status["waiting_on_dependencies"]:
+        out.write(
+            f"Waiting on dependencies: {status['waiting_on_dependencies']} "
+            "(of the blocked jobs)"
         )
     for lines in (
         batch_lines(status["batches"]),

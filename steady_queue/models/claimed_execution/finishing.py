@@ -5,9 +5,11 @@ failures, limited jobs and the other databases go through the ORM (_record),
 where a failed run's retry policy is asked whether it runs again.
 """
 
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import timedelta
 
+from django.db import DataError
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
@@ -20,6 +22,7 @@ from ...exceptions import JobCancelledError, ResultNotStorableError
 from ..batch import DONE_SQL as BATCH_DONE_SQL
 from ..batch import Batch
 from ..cancelled_run import CancelledRun
+from ..job_dependency import JobDependency, ending_of
 from ..job_outcomes import OUTCOME_COLUMNS, outcome_arrays
 from ..job_tally import KEY as JOB_TALLY_KEY
 from ..job_tally import REPLACED as JOB_TALLY_REPLACED
@@ -64,12 +67,25 @@ KEEP_FINISHED_JOBS = """
     UPDATE steady_queue_jobs job SET {assignments}
     FROM released JOIN outcome o USING (job_id)
     WHERE job.id = released.job_id
+    RETURNING job.id, job.has_dependents
 """.format(assignments=", ".join(f"{name} = o.{name}" for name, _ in OUTCOME_COLUMNS))
 
 DROP_FINISHED_JOBS = """
     DELETE FROM steady_queue_jobs job USING released
     WHERE job.id = released.job_id
+    RETURNING job.id, job.has_dependents
 """
+
+# Only jobs whose worker read no dependents come this way; one enqueued as a
+# dependent while the job ran set has_dependents after that read. Its row is
+# written above after the enqueue's lock is released, so the flag read back
+# is the latest: such a job makes the whole statement fail (the cast of a
+# text to a number, which plain SQL has in place of RAISE), writing nothing,
+# and the finish is done again on the ORM path, which settles dependents.
+GAINED_DEPENDENTS = "steady_queue: a job gained dependents while it ran"
+REFUSE_GAINED_DEPENDENTS = f"""
+    SELECT CAST('{GAINED_DEPENDENTS}: job ' || id AS bigint)
+    FROM written WHERE has_dependents"""
 
 # Jobs in batches: one more array (each job's batch id), and their finishes
 # counted in their batches (Batch.count_ended, in SQL). Each row returned is a
@@ -105,6 +121,7 @@ deferred AS (
 )
 SELECT job_id, NULL FROM released
 UNION ALL SELECT NULL, id FROM counted WHERE done
+UNION ALL SELECT refused, NULL FROM ({REFUSE_GAINED_DEPENDENTS}) AS guard(refused)
 """
 
 # {(preserve_finished_jobs, in_batches): statement}
@@ -120,7 +137,9 @@ FINALIZE_SUCCEEDED_SQL = {
         batch_array=", %s::bigint[]" if in_batches else "",
         batch_column=", batch_id" if in_batches else "",
         count_in_batches=(
-            COUNT_IN_BATCHES if in_batches else "\nSELECT job_id FROM released"
+            COUNT_IN_BATCHES
+            if in_batches
+            else "\nSELECT job_id FROM released UNION ALL" + REFUSE_GAINED_DEPENDENTS
         ),
     )
     for preserve, write in [(True, KEEP_FINISHED_JOBS), (False, DROP_FINISHED_JOBS)]
@@ -152,20 +171,23 @@ class Finishing:
 
     def _finalize_all(self, outcomes, process_id, preserve_finished_jobs):
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
-        # Failures may be retried and limited jobs release slots: both need
-        # more than the one-statement path does, and both are the rarer case.
-        # A job keeping durable steps loses them with its row (delete_rows).
+        # Failures may be retried, limited jobs release slots and jobs with
+        # dependents release those: all need more than the one-statement path
+        # does, and all are the rarer case. A job keeping durable steps loses
+        # them with its row (delete_rows).
         simple = all(
             outcome.succeeded
             and not outcome.job.concurrency_key
+            and not outcome.job.has_dependents
             and not (outcome.uses_steps and not preserve_finished_jobs)
             for outcome in outcomes
         )
         if self.dialect.runs_hot_paths_in_one_statement and simple:
-            held_ids = self._finalize_in_one_statement(
+            held_ids = self._finalize_in_one_statement_or_not(
                 outcomes, process_id, preserve_finished_jobs
             )
-            return [by_id[job_id] for job_id in sorted(held_ids)]
+            if held_ids is not None:
+                return [by_id[job_id] for job_id in sorted(held_ids)]
         with atomic(using=self.db):
             held_ids = self._delete_held(process_id, sorted(by_id))
             recorded = [by_id[job_id] for job_id in held_ids]
@@ -220,6 +242,34 @@ class Finishing:
             Semaphore.objects.using(self.db).release_slots(keys)
             models_package.BlockedExecution.objects.using(self.db).release_next(keys)
 
+    def _finalize_in_one_statement_or_not(
+        self, outcomes, process_id, preserve_finished_jobs
+    ):
+        """_finalize_in_one_statement; or None, having written nothing, if a
+        job gained a dependent while it ran (its row says has_dependents, the
+        row its worker read did not): the caller then takes the ORM path,
+        which settles the dependents in its transaction."""
+        saved = [(outcome.job, dict(outcome.job.__dict__)) for outcome in outcomes]
+        try:
+            # Inside a caller's transaction, a savepoint: the refusal must
+            # not end it. Outside, the statement is its own transaction.
+            if self.connection.in_atomic_block:
+                block = atomic(using=self.db)
+            else:
+                block = nullcontext()
+            with block:
+                return self._finalize_in_one_statement(
+                    outcomes, process_id, preserve_finished_jobs
+                )
+        except DataError as error:
+            if GAINED_DEPENDENTS not in str(error):
+                raise
+        for job, state in saved:
+            job.__dict__.update(state)
+            # Which ones gained dependents the ORM path reads again, as
+            # it records them (save_outcomes).
+        return None
+
     def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
         """Record these successes in one statement; return the held jobs' ids."""
         jobs = [outcome.apply_to(outcome.job) for outcome in outcomes]
@@ -252,8 +302,11 @@ class Finishing:
         outcomes = models_package.Wait.objects.using(self.db).park_all(
             outcomes, timezone.now()
         )
+        # A job with dependents is kept: they may read its return value.
         deleted = {
-            o.job.pk for o in outcomes if o.succeeded and not preserve_finished_jobs
+            o.job.pk
+            for o in outcomes
+            if o.succeeded and not preserve_finished_jobs and not o.job.has_dependents
         }
         kept = [o for o in outcomes if o.job.pk not in deleted]
         jobs = models_package.Job.objects.using(self.db)
@@ -268,7 +321,18 @@ class Finishing:
             # A running job has no execution row but the claim just deleted.
             # Only a job whose run used steps has any (Outcome.uses_steps).
             steps_used = any(o.uses_steps for o in outcomes if o.job.pk in deleted)
-            jobs.filter(pk__in=deleted).delete_rows(without_steps=not steps_used)
+            # One that gained dependents while it ran is kept after all.
+            jobs.filter(pk__in=deleted, has_dependents=False).delete_rows(
+                without_steps=not steps_used
+            )
+            kept_after_all = set(
+                jobs.filter(pk__in=deleted).values_list("pk", flat=True)
+            )
+            if kept_after_all:
+                gained = [
+                    o.apply_to(o.job) for o in outcomes if o.job.pk in kept_after_all
+                ]
+                jobs.save_outcomes(gained)
         failed = [o.job for o in outcomes if not o.succeeded and not o.retry_at]
         if failed:
             models_package.FailedExecution.objects.using(self.db).create_all_for(failed)
@@ -283,6 +347,12 @@ class Finishing:
         # the caller releases concurrency slots (models/batch.py).
         Batch.objects.using(self.db).count_ended(
             finished=[o.job for o in outcomes if o.succeeded], failed=failed
+        )
+        # In this transaction: a dependent is released (or ended) exactly
+        # when its last dependency's end is recorded.
+        JobDependency.objects.using(self.db).settle(
+            [(o.job, ending_of(o.job, True)) for o in outcomes if o.succeeded]
+            + [(job, ending_of(job, False)) for job in failed]
         )
         JobTally.objects.using(self.db).add_outcomes(outcomes)
         return outcomes

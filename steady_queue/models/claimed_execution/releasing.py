@@ -16,6 +16,7 @@ from ...pipeline.loader import tasks_by_path
 from ...pipeline.outcome import Outcome
 from ..batch import Batch
 from ..cancelled_run import CancelledRun
+from ..job_dependency import FAILED
 from ..process import Process
 
 logger = logging.getLogger("steady_queue")
@@ -227,9 +228,11 @@ class Releasing:
         """
         with atomic(using=self.db):
             ids = [row[0] for row in self.delete_returning(["job"])]
+            # Locked: has_dependents is read as its latest commit says.
             jobs = list(
                 models_package.Job.objects.using(self.db)
                 .filter(pk__in=ids)
+                .select_for_update()
                 .only(
                     "pk",
                     "concurrency_key",
@@ -237,10 +240,13 @@ class Releasing:
                     "backend_name",
                     "task_path",
                     "batch_id",
+                    "has_dependents",
                 )
             )
             models_package.FailedExecution.objects.using(self.db).create_all_for(jobs)
             Batch.objects.using(self.db).count_ended(failed=jobs)
+            dependencies = models_package.JobDependency.objects.using(self.db)
+            dependencies.settle([(job, FAILED) for job in jobs])
             self.release_concurrency_slots(jobs)
         return jobs
 

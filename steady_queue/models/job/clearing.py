@@ -1,6 +1,7 @@
 """Clearing: deleting successful jobs once they are old enough."""
 
 from ...states import State
+from ..job_dependency import JobDependency
 from .states import in_state
 
 
@@ -17,8 +18,14 @@ class Clearing:
 
     def finished_before(self, cutoff, queue_name=None):
         """Successful jobs that finished before ``cutoff`` (what clearing
-        deletes), of one queue if named."""
-        finished = self.finished().filter(finished_at__lt=cutoff)
+        deletes), of one queue if named. A job that jobs still waiting (or
+        running) depend on stays until they end: they may read its result."""
+        needed = JobDependency.objects.using(self.db).still_needed()
+        finished = (
+            self.finished()
+            .filter(finished_at__lt=cutoff)
+            .exclude(has_dependents=True, pk__in=needed.values("dependency_id"))
+        )
         if queue_name is not None:
             finished = finished.filter(queue_name=queue_name)
         return finished
@@ -36,8 +43,10 @@ class Clearing:
             ids = list(matching.values_list("pk", flat=True)[:batch_size])
             if not ids:
                 return deleted
-            # Finished jobs have no execution rows left to cascade to.
+            # Finished jobs have no execution rows left to cascade to; what
+            # they waited for goes with them.
             count = self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
+            JobDependency.objects.using(self.db).filter(job_id__in=ids).delete_rows()
             deleted += count
             if progress is not None:
                 progress(count)

@@ -18,6 +18,7 @@ from ...exceptions import DuplicateTaskError
 from ...states import State
 from ..base import READY_CHANNEL, mark_saved
 from ..batch import Batch
+from ..job_dependency import JobDependency
 from ..unique_key import UniqueKey
 from .bulk_columns import bulk_statement
 
@@ -109,7 +110,8 @@ class EnqueueRequest:
     ``limits`` is the task's TaskLimits, ``unique`` its UniqueRuns and
     ``unique_key`` this call's key under it; none of them is stored on the row.
     ``batch_sized_when_sealed``: the job's batch counts its jobs when its
-    block seals it (Batch.seal), not as each is enqueued.
+    block seals it (Batch.seal), not as each is enqueued. ``dependencies``
+    are the (job id, run_anyway) pairs of the jobs it waits for.
     """
 
     job: Any  # an unsaved steady_queue.models.Job
@@ -117,6 +119,7 @@ class EnqueueRequest:
     unique: Any = None
     unique_key: str | None = None
     batch_sized_when_sealed: bool = False
+    dependencies: tuple = ()
 
     @property
     def counts_in_batch(self):
@@ -125,11 +128,12 @@ class EnqueueRequest:
 
     @property
     def takes_a_lock(self):
-        """Whether this call locks a unique key, a semaphore or a rate window
-        (or carries the limit keys of a later one: the one-statement inserts
-        write concurrency_key alone)."""
+        """Whether this call locks a unique key, a semaphore, a rate window
+        or the jobs it depends on (or carries the limit keys of a later one:
+        the one-statement inserts write concurrency_key alone)."""
         return (
-            self.job.must_pass_limits
+            bool(self.dependencies)
+            or self.job.must_pass_limits
             or self.job.limit_keys is not None
             or self.unique_key is not None
         )
@@ -270,16 +274,17 @@ class Enqueueing:
                 request = requests[position]
                 job = request.job
                 job.save(using=self.db, force_insert=True)
-                if not request.unique_key:
+                if not request.unique_key and not request.dependencies:
                     together.append(position)
                     continue
-                keys = UniqueKey.objects.using(self.db)
-                holder = keys.take(request.unique_key, job.pk)
+                holder = None
+                if request.unique_key:
+                    keys = UniqueKey.objects.using(self.db)
+                    holder = keys.take(request.unique_key, job.pk)
                 if holder is None:
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
-                    states = self.route([job], limits={job.pk: request.limits})
-                    enqueued[position] = Enqueued(job, states[job.pk])
+                    enqueued[position] = Enqueued(job, self._route_one(request))
                     continue
                 # Saved first because the key row names a job; dropped again.
                 self.filter(pk=job.pk).delete_rows()
@@ -297,6 +302,15 @@ class Enqueueing:
                 job = requests[position].job
                 enqueued[position] = Enqueued(job, states[job.pk])
         return [enqueued[position] for position in range(len(requests))]
+
+    def _route_one(self, request):
+        """Give one saved job its first execution row; return its State. A
+        job with dependencies waits for them first (JobDependency.wait_for)."""
+        job = request.job
+        if request.dependencies:
+            dependencies = JobDependency.objects.using(self.db)
+            return dependencies.wait_for(job, request.dependencies, request.limits)
+        return self.route([job], limits={job.pk: request.limits})[job.pk]
 
     def _with_lock_retries(self, function, requests):
         # A deadlock (MySQL) rolls back the whole transaction: it can be run again

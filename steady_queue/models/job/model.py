@@ -52,6 +52,10 @@ class Job(models.Model):
     # {"since": ..., "others_seen_at": ..., "versions": [...], "count": n}.
     # NULL for the rest; a release from before this column leaves it NULL.
     handbacks = RowJSONField(null=True, blank=True)
+    # Set (under this row's lock) when a job is enqueued to wait for this one:
+    # only a job whose row says so looks for dependents when it ends, so a
+    # job without any pays nothing (models/job_dependency.py).
+    has_dependents = models.BooleanField(default=False, db_default=False)
     # No foreign-key constraint: an enqueue pays no check for it, and clearing
     # ended batches leaves their old jobs alone.
     batch = models.ForeignKey(

@@ -8,6 +8,7 @@ from ..admission import BLOCKED, DISCARDED, READY, Admission
 from ..batch import Batch
 from ..blocked_execution import BlockedExecution
 from ..failed_execution import FailedExecution
+from ..job_dependency import FAILED, JobDependency
 from ..ready_execution import ReadyExecution
 from ..scheduled_execution import ScheduledExecution
 
@@ -88,9 +89,20 @@ class Routing:
         }
 
     def discard_unrun(self, jobs_and_errors, now):
-        """Record these jobs as failed without running, each with its error."""
+        """Record these jobs as failed without running, each with its error;
+        the jobs that wait for them end too (JobDependency.settle)."""
+        # Whether each has dependents, read again under lock: the instance
+        # may have been read before a dependent's enqueue set it.
+        pks = [job.pk for job, _ in jobs_and_errors]
+        flagged = set(
+            self.model.objects.using(self.db)
+            .filter(pk__in=pks, has_dependents=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
         jobs = []
         for job, error in jobs_and_errors:
+            job.has_dependents = job.pk in flagged
             job.finished_at = now
             job.add_error(error)
             jobs.append(job)
@@ -99,3 +111,4 @@ class Routing:
         )
         FailedExecution.objects.using(self.db).create_all_for(jobs, now)
         Batch.objects.using(self.db).count_ended(failed=jobs)
+        JobDependency.objects.using(self.db).settle([(job, FAILED) for job in jobs])
