@@ -181,7 +181,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
 
     def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
         jobs = models_package.Job.objects.using(self.db)
-        # Pipelined: the plan settings cost no round trip of their own.
+        # Pipelined: the plan settings cost no round trip of their own, and
+        # end with the claim's implicit transaction (a worker claims outside
+        # any; called inside a caller's transaction, they last until it ends).
         *_, rows = jobs.run_prepared_in_turn(
             self.one_statement_claim(pick_sql, pick_params, process_id, now)
         )
