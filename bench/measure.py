@@ -109,6 +109,8 @@ class CpuSampler(threading.Thread):
         self.interval = interval
         self._stop_event = threading.Event()
         self.seen: dict[int, float] = {}
+        # (epoch, CPU seconds of every process seen so far), one per sample.
+        self.totals: list[tuple[float, float]] = []
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -121,6 +123,12 @@ class CpuSampler(threading.Thread):
                 self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
             except (OSError, IndexError, ValueError):
                 continue
+        self.totals.append((time.time(), sum(self.seen.values())))
+
+    def total_at(self, epoch: float) -> float:
+        """The CPU seconds counted by the last sample at or before ``epoch``."""
+        before = [total for at, total in self.totals if at <= epoch]
+        return before[-1] if before else 0.0
 
     def stop(self, since: dict[int, float] | None = None) -> float:
         """Stop; the CPU seconds the sampled processes used (beyond what

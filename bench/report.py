@@ -215,6 +215,7 @@ METRICS: list[Metric] = [
         per_job_metric(label, unit, key)
         for label, unit, key in [
             ("worker CPU per job", "µs", "worker_cpu_us"),
+            ("worker CPU per job excl. start-up", "µs", "worker_cpu_us_steady"),
             ("PostgreSQL CPU per job", "µs", "postgresql_cpu_us"),
             ("WAL per job", "B", "wal_bytes"),
             ("commits per job", "", "commits"),

@@ -222,6 +222,8 @@ def phase_drain(target: Target, n: int, observe=None) -> dict:
         stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
     seconds = done["last_finish"] - started
     steady = done["last_finish"] - done["first_finish"]
+    # From the first finish on: the start-up (imports, checks) left out.
+    cpu["workers_steady"] = cpu["workers"] - worker_cpu.total_at(done["first_finish"])
     observed = stop_observing(seconds) if stop_observing else None
     ended = target.database.counters(name, target.tools_python, target.env)
     return {
@@ -241,11 +243,14 @@ def phase_drain(target: Target, n: int, observe=None) -> dict:
 
 def per_job(n: int, cpu: dict, before: dict, after: dict) -> dict:
     """What one job of a drain cost: the workers' CPU (from their start, boot
-    included) and, on PostgreSQL, the CPU of the database's backends, the WAL
-    written (server-wide) and the commits of the database. The harness's own
-    polling (a count of finished jobs every 0.25 s) is in the PostgreSQL
-    figures, alike for every system."""
-    found = {"worker_cpu_us": cpu["workers"] / n * 1e6}
+    included, and from the first finish on) and, on PostgreSQL, the CPU of
+    the database's backends, the WAL written (server-wide) and the commits of
+    the database. The harness's own polling (a count of finished jobs every
+    0.25 s) is in the PostgreSQL figures, alike for every system."""
+    found = {
+        "worker_cpu_us": cpu["workers"] / n * 1e6,
+        "worker_cpu_us_steady": cpu["workers_steady"] / max(n - 1, 1) * 1e6,
+    }
     if "postgresql" in cpu:
         found["postgresql_cpu_us"] = cpu["postgresql"] / n * 1e6
     if before and after:
