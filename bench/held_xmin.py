@@ -179,7 +179,7 @@ def main() -> None:
                 system.key,
                 list(system.requirements),
                 editable=system.editable,
-                mysql=False,
+                mysql="mariadb" in system.databases,
             )
             data["systems"][key] = run_system(
                 system, installed["python"], tools["python"], args
