@@ -64,6 +64,7 @@ demo: $(VENVS)/dj61/.installed
 
 bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/run.py $(ARGS)
+	@$(PYTHON) bench/held_xmin.py
 	@$(VENVS)/dj61/bin/python bench/limits.py
 
 # What rate and concurrency limits cost per job, on each database (~2 minutes).

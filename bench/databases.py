@@ -39,6 +39,19 @@ class Database:
             timeout=60,
         )
 
+    def counters(self, name: str, tools_python: Path, env: dict) -> dict:
+        """PostgreSQL's WAL position and database ``name``'s commits so far
+        (dbadmin.py counters); nothing elsewhere."""
+        if self.vendor != "postgresql":
+            return {}
+        out = procs.run(
+            [str(tools_python), "dbadmin.py", "counters", self.vendor, name],
+            env=env,
+            cwd=BENCH,
+            timeout=60,
+        )
+        return result_of(out)
+
     def version(self, tools_python: Path, env: dict) -> str:
         """The server's version string."""
         if self.vendor == "sqlite":

@@ -1,6 +1,8 @@
 """Create/drop throwaway databases and report server versions (tools venv script).
 
 Usage: dbadmin.py recreate VENDOR NAME | dbadmin.py version VENDOR
+       | dbadmin.py counters postgresql NAME
+       | dbadmin.py hold postgresql NAME DELAY SECONDS
 Prints one line 'BENCH_RESULT <json>'.
 """
 
@@ -36,10 +38,54 @@ def version(vendor: str) -> dict:
     return {"version": found}
 
 
+def counters(vendor: str, name: str) -> dict:
+    """PostgreSQL's running totals a drain's per-job figures are differences
+    of: the WAL position in bytes (server-wide) and the commits of database
+    ``name`` (pg_stat_database, as its backends have reported them)."""
+    if vendor != "postgresql":
+        return {}
+    conn = connect(vendor, maintenance_db(vendor), autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+            "(SELECT xact_commit FROM pg_stat_database WHERE datname = %s)",
+            [name],
+        )
+        wal, commits = cur.fetchone()
+    conn.close()
+    return {"wal_bytes": int(wal), "commits": int(commits or 0)}
+
+
+def hold(vendor: str, name: str, delay: float, seconds: float) -> dict:
+    """After ``delay`` seconds, open a REPEATABLE READ transaction in database
+    ``name``, take its snapshot (one read), keep it ``seconds``, commit; then
+    the dead row versions of each table (what vacuum could not remove)."""
+    import time
+
+    time.sleep(delay)
+    conn = connect(vendor, name)
+    with conn.cursor() as cur:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("SELECT count(*) FROM pg_class")
+        time.sleep(seconds)
+        cur.execute("SELECT relname, n_dead_tup FROM pg_stat_user_tables")
+        dead = dict(cur.fetchall())
+    conn.commit()
+    conn.close()
+    return {"held_seconds": seconds, "dead": dead}
+
+
 def main() -> None:
     """Dispatch the command named on the command line."""
     command, vendor, *rest = sys.argv[1:]
-    result = recreate(vendor, rest[0]) if command == "recreate" else version(vendor)
+    if command == "recreate":
+        result = recreate(vendor, rest[0])
+    elif command == "counters":
+        result = counters(vendor, rest[0])
+    elif command == "hold":
+        result = hold(vendor, rest[0], float(rest[1]), float(rest[2]))
+    else:
+        result = version(vendor)
     print("BENCH_RESULT " + json.dumps(result), flush=True)
 
 

@@ -1,5 +1,6 @@
 """Timing helpers: deadline polling, percentiles and a /proc memory sampler."""
 
+import os
 import statistics
 import threading
 import time
@@ -72,6 +73,71 @@ def _status_kib(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             found[key] = int(rest.split()[0])
     return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds pid has used, from /proc/<pid>/stat."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_backends(dbname: str) -> list[int]:
+    """The pids of the local PostgreSQL server's backends connected to dbname
+    (their command line reads 'postgres: ... <user> <dbname> <client>')."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = Path(entry.path, "cmdline").read_bytes().decode().split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if words[:1] == ["postgres:"] and dbname in words:
+            found.append(int(entry.name))
+    return found
+
+
+class CpuSampler(threading.Thread):
+    """Samples the CPU seconds of the processes ``select()`` lists every
+    interval seconds; a process's CPU is its last sample (a process that
+    exits between samples loses at most one interval of it)."""
+
+    def __init__(self, select, interval: float = 0.1):
+        super().__init__(daemon=True)
+        self.select = select
+        self.interval = interval
+        self._stop_event = threading.Event()
+        self.seen: dict[int, float] = {}
+        # (epoch, CPU seconds of every process seen so far), one per sample.
+        self.totals: list[tuple[float, float]] = []
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(self.interval)
+
+    def sample(self) -> None:
+        for pid in self.select():
+            try:
+                self.seen[pid] = max(self.seen.get(pid, 0.0), cpu_seconds(pid))
+            except (OSError, IndexError, ValueError):
+                continue
+        self.totals.append((time.time(), sum(self.seen.values())))
+
+    def total_at(self, epoch: float) -> float:
+        """The CPU seconds counted by the last sample at or before ``epoch``."""
+        before = [total for at, total in self.totals if at <= epoch]
+        return before[-1] if before else 0.0
+
+    def stop(self, since: dict[int, float] | None = None) -> float:
+        """Stop; the CPU seconds the sampled processes used (beyond what
+        ``since``, an earlier sampler's ``seen``, had counted of them)."""
+        self._stop_event.set()
+        self.join(timeout=5)
+        self.sample()
+        since = since or {}
+        return sum(cpu - since.get(pid, 0.0) for pid, cpu in self.seen.items())
 
 
 def _pss_kib(pid: int) -> int:

@@ -78,6 +78,19 @@ CEILING_FOR: dict[str, Callable[[dict], float | None]] = {
 Metric = tuple[
     str, str, str | None, Callable[[dict], object], Callable[[dict], int] | None
 ]
+
+
+def per_job_metric(label: str, unit: str, key: str) -> Metric:
+    """A figure per job of the drain every system runs (workload.per_job)."""
+    return (
+        label,
+        unit,
+        LOW,
+        lambda r: dig(drain_at(r, 0), "per_job", key),
+        lambda r: dig(drain_at(r, 0), "n"),
+    )
+
+
 METRICS: list[Metric] = [
     ("single enqueue", "jobs/s", HIGH, lambda r: dig(r, "single", "jobs_per_s"), None),
     ("single enqueue p50", "ms", LOW, lambda r: dig(r, "single", "p50_ms"), None),
@@ -198,6 +211,16 @@ METRICS: list[Metric] = [
         None,
     ),
     ("rows left after drain", "", None, rows_left, None),
+    *(
+        per_job_metric(label, unit, key)
+        for label, unit, key in [
+            ("worker CPU per job", "µs", "worker_cpu_us"),
+            ("worker CPU per job excl. start-up", "µs", "worker_cpu_us_steady"),
+            ("PostgreSQL CPU per job", "µs", "postgresql_cpu_us"),
+            ("WAL per job", "B", "wal_bytes"),
+            ("commits per job", "", "commits"),
+        ]
+    ),
 ]
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import procs
 from databases import Database, result_of
-from measure import TreeSampler, median, ms_summary
+from measure import CpuSampler, TreeSampler, median, ms_summary, postgres_backends
 from paths import DRIVER, LOGS, WORK
+from procs import descendants
 from systems.base import System, Variant
 
 GRACEFUL_STOP_SECONDS = 30
@@ -192,10 +193,19 @@ def phase_drain(target: Target, n: int, observe=None) -> dict:
     """
     prefill = target.driver("prefill", n=n, timeout=SLACK_SECONDS + n / MIN_RATE)
     stop_observing = observe() if observe else None
+    name = target.env.get("BENCH_DB_NAME", "")
+    counted = target.database.counters(name, target.tools_python, target.env)
+    backends = CpuSampler(lambda: postgres_backends(name)) if counted else None
+    if backends:
+        backends.sample()
+        since = dict(backends.seen)
+        backends.start()
     started = time.time()
     workers = target.start_workers(f"drain{n}")
     sampler = TreeSampler([w.pid for w in workers])
     sampler.start()
+    worker_cpu = CpuSampler(lambda: descendants([w.pid for w in workers]))
+    worker_cpu.start()
     try:
         done = target.driver(
             "wait",
@@ -206,10 +216,16 @@ def phase_drain(target: Target, n: int, observe=None) -> dict:
         )
     finally:
         memory = sampler.stop()
+        cpu = {"workers": worker_cpu.stop()}
+        if backends:
+            cpu["postgresql"] = backends.stop(since)
         stopped = procs.stop(workers, timeout=GRACEFUL_STOP_SECONDS)
     seconds = done["last_finish"] - started
     steady = done["last_finish"] - done["first_finish"]
+    # From the first finish on: the start-up (imports, checks) left out.
+    cpu["workers_steady"] = cpu["workers"] - worker_cpu.total_at(done["first_finish"])
     observed = stop_observing(seconds) if stop_observing else None
+    ended = target.database.counters(name, target.tools_python, target.env)
     return {
         **({"observed": observed} if observe else {}),
         "n": n,
@@ -218,10 +234,29 @@ def phase_drain(target: Target, n: int, observe=None) -> dict:
         "jobs_per_s": n / seconds,
         # Excludes worker start-up: first finish to last finish.
         "steady_jobs_per_s": (n - 1) / steady if steady > 0 else None,
+        "per_job": per_job(n, cpu, counted, ended),
         "memory": memory,
         "stop": stopped,
         "rows_left": target.driver("counts", timeout=SLACK_SECONDS),
     }
+
+
+def per_job(n: int, cpu: dict, before: dict, after: dict) -> dict:
+    """What one job of a drain cost: the workers' CPU (from their start, boot
+    included, and from the first finish on) and, on PostgreSQL, the CPU of
+    the database's backends, the WAL written (server-wide) and the commits of
+    the database. The harness's own polling (a count of finished jobs every
+    0.25 s) is in the PostgreSQL figures, alike for every system."""
+    found = {
+        "worker_cpu_us": cpu["workers"] / n * 1e6,
+        "worker_cpu_us_steady": cpu["workers_steady"] / max(n - 1, 1) * 1e6,
+    }
+    if "postgresql" in cpu:
+        found["postgresql_cpu_us"] = cpu["postgresql"] / n * 1e6
+    if before and after:
+        found["wal_bytes"] = (after["wal_bytes"] - before["wal_bytes"]) / n
+        found["commits"] = (after["commits"] - before["commits"]) / n
+    return found
 
 
 def by_queue(queues: list[str], seconds: list[float]) -> dict:

@@ -78,7 +78,8 @@ def log_recurring_task_enqueued(sender, key, run_at, task_result, **kwargs):
 
 @receiver(task_started)
 def log_job_started(sender, task_result, **kwargs):
-    if _ours(sender):
+    # Asked first: the arguments cost more than the check, once per job.
+    if job_logger.isEnabledFor(logging.DEBUG) and _ours(sender):
         job_logger.debug(
             "job %s %s started (queue %s, attempt %s)",
             task_result.id,
@@ -90,19 +91,22 @@ def log_job_started(sender, task_result, **kwargs):
 
 @receiver(task_finished)
 def log_job_finished(sender, task_result, **kwargs):
-    if not _ours(sender):
+    succeeded = task_result.status == "SUCCESSFUL"
+    level = logging.INFO if succeeded else logging.WARNING
+    # Asked first: the line costs more than the check, once per job.
+    if not (job_logger.isEnabledFor(level) and _ours(sender)):
         return
     started, ended = task_result.last_attempted_at, task_result.finished_at
     took = f" in {(ended - started).total_seconds():.3f} s" if started and ended else ""
     error = task_result.errors[-1].exception_class_path if task_result.errors else ""
     job_logger.log(
-        logging.INFO if task_result.status == "SUCCESSFUL" else logging.WARNING,
+        level,
         "job %s %s %s%s%s",
         task_result.id,
         task_result.task.module_path,
         task_result.status,
         took,
-        f" ({error})" if error and task_result.status != "SUCCESSFUL" else "",
+        f" ({error})" if error and not succeeded else "",
     )
 
 

@@ -27,6 +27,14 @@ def project_messages():
     ]
 
 
+def worker_messages():
+    """The project-wide checks a supervisor runs as it starts: those about
+    what its processes run (state handlers, task modules); not the metrics
+    view's, which would load the whole URLconf for a page workers never
+    serve."""
+    return [*check_state_handlers(), *check_task_packages()]
+
+
 def check_metrics_token(app_configs=None, **kwargs):
     """Warn when the metrics view is routed and open: no token is configured."""
     if getattr(settings, "STEADY_QUEUE_METRICS_TOKEN", None):

@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+from steady_queue.compat import FRAMEWORK as FRAMEWORK_LOGGER
 from steady_queue.compat import FRAMEWORK_APP
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -285,6 +286,19 @@ if os.environ.get("SQ_TEST_CLOCK_SKEW_SECONDS"):
     _skew = timedelta(seconds=float(os.environ["SQ_TEST_CLOCK_SKEW_SECONDS"]))
     _host_now = _timezone.now
     _timezone.now = lambda: _host_now() + _skew
+# tests/commands/test_run_modes.py: a project's LOGGING, a root handler at INFO
+# (and, if set, the task framework's logger at the level named).
+if os.environ.get("SQ_TEST_ROOT_LOGGING"):
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"console": {"class": "logging.StreamHandler"}},
+        "root": {"handlers": ["console"], "level": "INFO"},
+    }
+    if os.environ.get("SQ_TEST_FRAMEWORK_LOG_LEVEL"):
+        LOGGING["loggers"] = {
+            FRAMEWORK_LOGGER: {"level": os.environ["SQ_TEST_FRAMEWORK_LOG_LEVEL"]}
+        }
 if os.environ.get("SQ_TEST_WORKER_QUEUES"):
     TASKS["default"]["OPTIONS"]["workers"][0]["queues"] = os.environ[
         "SQ_TEST_WORKER_QUEUES"

@@ -23,6 +23,10 @@ class Dialect:
     # transaction's isolation level (a locking read, on MySQL); nothing where
     # a READ COMMITTED statement sees them anyway.
     latest_read_clause = ""
+    # A statement sent just before the one-statement claim, in its implicit
+    # transaction, that keeps the claim's plan on its index whatever the
+    # planner statistics say; None where the plan needs no help.
+    claim_plan_sql = None
 
     def isolation_level(self, settings):
         """The isolation level a DATABASES entry runs transactions at

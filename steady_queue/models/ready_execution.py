@@ -163,12 +163,32 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             cache[key] = (sql, tuple(params))
         return cache[key]
 
-    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
+    def pick_statements(self, selector, limit):
+        """The SELECTs a claim of up to ``limit`` jobs picks from, one per
+        queue entry, as ``(sql, params)`` (what EXPLAIN is asked about)."""
+        return [
+            self._pick_statement(selector, key, queryset, limit)
+            for key, queryset in selector.querysets(self)
+        ]
+
+    def one_statement_claim(self, pick_sql, pick_params, process_id, now):
+        """The statements a PostgreSQL claim sends, as ``(sql, params)``: the
+        dialect's plan settings, then the claim (CLAIM_SQL) itself."""
         sql = CLAIM_SQL.format(
             pick=pick_sql, job_columns=models_package.Job.select_columns("job")
         )
+        claim = (sql, [process_id, *pick_params, process_id, now])
+        plan = self.dialect.claim_plan_sql
+        return [(plan, []), claim] if plan else [claim]
+
+    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
         jobs = models_package.Job.objects.using(self.db)
-        rows = jobs.run_prepared(sql, [process_id, *pick_params, process_id, now])
+        # Pipelined: the plan settings cost no round trip of their own, and
+        # end with the claim's implicit transaction (a worker claims outside
+        # any; called inside a caller's transaction, they last until it ends).
+        *_, rows = jobs.run_prepared_in_turn(
+            self.one_statement_claim(pick_sql, pick_params, process_id, now)
+        )
         return [Claim(job, now) for job in jobs.instances_from_rows(rows)]
 
     def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):

@@ -49,6 +49,10 @@ SUPPORTED = (
 MAX_ARGUMENT_BYTES = 1024 * 1024
 
 
+# The bytes of {"args": [], "kwargs": {}} around the values the Encoder bounds.
+STORED_OVERHEAD = 32
+
+
 class ArgumentError(EnqueueError, TypeError):
     """An argument cannot be stored as JSON; the message names it and its type."""
 
@@ -61,21 +65,17 @@ def serialize_arguments(task_path, args, kwargs, max_bytes=MAX_ARGUMENT_BYTES):
     """Return ``{"args": [...], "kwargs": {...}}``; raise ArgumentError for a
     value JSON cannot hold, ArgumentsTooLargeError past ``max_bytes``."""
     encoder = Encoder(task_path)
-    stored = {
-        "args": [
-            encoder.encode(value, f"positional argument {index}")
-            for index, value in enumerate(args)
-        ],
-        "kwargs": {
-            name: encoder.encode(value, f"argument {name!r}")
-            for name, value in kwargs.items()
-        },
-    }
+    stored = encoder.encode_call(args, kwargs)
     if encoder.tagged:
         stored[TAGGED] = True
     if encoder.names_models:
         stored[SIGNATURE] = signature_of(task_path, _model_tags(stored))
-    too_large = over_the_limit(json_bytes(stored), max_bytes, "arguments")
+    # Measured exactly (an encoding of its own) only when the walk's bound
+    # does not already show the arguments fit: +2.4 µs an enqueue otherwise.
+    if encoder.tagged or encoder.bound > max_bytes:
+        too_large = over_the_limit(json_bytes(stored), max_bytes, "arguments")
+    else:
+        too_large = None
     if too_large:
         raise ArgumentsTooLargeError(
             f"The arguments of task {task_path!r} cannot be enqueued: {too_large} "
@@ -215,23 +215,61 @@ def _as_json(value):
 
 
 class Encoder:
-    """One walk over a call's arguments: checks each value and encodes it."""
+    """One walk over a call's arguments: checks each value and encodes it.
+
+    On the way it adds up ``bound``, an upper bound of the bytes the plain
+    values take as JSON (as json_bytes measures them), so that arguments far
+    under the size limit need no measuring; tagged values are not bounded
+    (``tagged`` says there are some).
+    """
 
     def __init__(self, task_path):
         self.task_path = task_path
         self.tagged = False
         self.names_models = False
+        self.bound = 0
+
+    def encode_call(self, args, kwargs):
+        """The ``{"args": [...], "kwargs": {...}}`` of a call's values."""
+        # The braces and the two names; ", " between arguments; each name's
+        # quotes, ": " and ", ".
+        self.bound += STORED_OVERHEAD + 2 * len(args)
+        self.bound += sum(6 * len(name) + 6 for name in kwargs)
+        return {
+            "args": [
+                self.encode(value, f"positional argument {index}")
+                for index, value in enumerate(args)
+            ],
+            "kwargs": {
+                name: self.encode(value, f"argument {name!r}")
+                for name, value in kwargs.items()
+            },
+        }
 
     def encode(self, value, where, path=""):
-        if value is None or isinstance(value, str | bool | int):
+        if isinstance(value, str):
+            # A character takes at most 4 bytes in UTF-8, or 6 escaped
+            # (\u001f); then the quotes.
+            self.bound += 6 * len(value) + 2
+            return value
+        if value is None or isinstance(value, bool):
+            self.bound += 5
+            return value
+        if isinstance(value, int):
+            # Decimal digits are fewer than a third of the bits, and a sign.
+            self.bound += value.bit_length() // 3 + 2
             return value
         if isinstance(value, float):
             if not math.isfinite(value):
                 self.fail(where + path, f"the float {value!r}")
+            # The longest repr: -1.7976931348623157e+308.
+            self.bound += 24
             return value
         if isinstance(value, dict):
             return self.encode_dict(value, where, path)
         if isinstance(value, list):
+            # Brackets, and ", " between items.
+            self.bound += 2 + 2 * len(value)
             return [
                 self.encode(item, where, f"{path}[{index}]")
                 for index, item in enumerate(value)
@@ -245,6 +283,8 @@ class Encoder:
         return self.encode_other(value, where + path)
 
     def encode_dict(self, value, where, path):
+        # Braces, and ": " and ", " for each item (its key is bounded below).
+        self.bound += 2 + 4 * len(value)
         items = {}
         for key, item in value.items():
             if not isinstance(key, str):
@@ -255,6 +295,7 @@ class Encoder:
                     f"{kind.__module__}.{kind.__qualname__}; JSON would turn it "
                     "into a string)",
                 )
+            self.bound += 6 * len(key) + 2
             items[key] = self.encode(item, where, f"{path}[{key!r}]")
         if TAG in items:
             # Escaped, so a user's own "__sq__" key is never read as a tag.

@@ -5,8 +5,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
 from .phrases import PhraseError, is_phrase, phrase_to_cron
 
 # croniter's own aliases, spelled out so that its hashed variants never apply.
@@ -74,6 +72,8 @@ class Schedule:
                     "a phrase starts with 'every' or 'at'"
                 )
         schedule = cls(text, cron, zone)
+        from croniter import CroniterBadDateError, CroniterError
+
         try:
             schedule.next_after(datetime.now(UTC))
         except CroniterBadDateError:
@@ -99,7 +99,7 @@ class Schedule:
     def next_after(self, moment):
         """The first run time strictly after ``moment``, in UTC."""
         local = moment.astimezone(self.zone)
-        times = croniter(self.cron, local, second_at_beginning=self.has_seconds)
+        times = _croniter(self.cron, local, second_at_beginning=self.has_seconds)
         while True:
             candidate = times.get_next(datetime)
             if candidate > moment and not self._skipped(candidate):
@@ -108,7 +108,7 @@ class Schedule:
     def latest_at_or_before(self, moment):
         """The last run time at or before ``moment``, in UTC."""
         after = moment + timedelta(microseconds=1)
-        times = croniter(
+        times = _croniter(
             self.cron, after.astimezone(self.zone), second_at_beginning=self.has_seconds
         )
         while True:
@@ -154,3 +154,11 @@ def _zone(name):
             "'Europe/Paris', 'America/New_York' or 'UTC'",
             "time_zone",
         ) from None
+
+
+def _croniter(*args, **kwargs):
+    # Imported on first use: a process with no recurring task (most workers)
+    # never needs it, and its import was a twentieth of a worker's boot.
+    from croniter import croniter
+
+    return croniter(*args, **kwargs)

@@ -7,7 +7,10 @@ from django.core.exceptions import ImproperlyConfigured
 from steady_queue import enqueue_many
 from steady_queue.exceptions import EnqueueError
 from steady_queue.models import Job, ReadyExecution
-from steady_queue.pipeline.arguments import MAX_ARGUMENT_BYTES, ArgumentsTooLargeError
+from steady_queue.pipeline.arguments import (
+    MAX_ARGUMENT_BYTES,
+    ArgumentsTooLargeError,
+)
 
 from .. import tasks
 
@@ -65,3 +68,37 @@ def test_the_limit_must_be_a_positive_number_of_bytes(settings):
     with pytest.raises(ImproperlyConfigured, match="max_argument_bytes"):
         tasks.noop.enqueue()
     assert nothing_written()
+
+
+# Plain values of every JSON kind, and the worst cases of each: characters
+# JSON escapes to six bytes, four-byte characters, long numbers, many small
+# items (their separators), names in kwargs.
+PLAIN_CALLS = [
+    ((), {}),
+    ((1, "x"), {}),
+    (('\x00\x1f"\\\n' * 50,), {}),
+    (("😀" * 100, "é" * 100, "\ud800"), {}),
+    ((-(10**60), 2**200, 0, -1, 1.5, -1.7976931348623157e308, 5e-324), {}),
+    (([None, True, False] * 100, [[[[]]]], [{}] * 50), {}),
+    ((), {"a" * 40: {"ключ\x01": ["v"] * 30, "": {"": None}}, "b": []}),
+]
+
+
+@pytest.mark.parametrize("args, kwargs", PLAIN_CALLS)
+def test_the_encoders_bound_is_never_under_the_measured_size(args, kwargs):
+    from steady_queue.pipeline.arguments import Encoder
+    from steady_queue.pipeline.json_size import json_bytes
+
+    encoder = Encoder("tests.tasks.add")
+    stored = encoder.encode_call(args, kwargs)
+    assert not encoder.tagged
+    # The bound lets a call skip the measuring only when it cannot be over.
+    assert encoder.bound >= json_bytes(stored)
+
+
+def test_a_call_exactly_at_the_limit_passes_and_one_byte_more_is_refused(settings):
+    fits = len('{"args": [""], "kwargs": {}}')
+    with_options(settings, max_argument_bytes=fits + 10)
+    tasks.add.enqueue("x" * 10)
+    with pytest.raises(ArgumentsTooLargeError, match="it is 39 bytes"):
+        tasks.add.enqueue("x" * 11)

@@ -198,3 +198,25 @@ def test_status_into_a_closed_pipe_exits_quietly(migrated):
         errors = reading.stderr.read().decode()
     assert reading.wait(timeout=60) == 128 + 13  # as if SIGPIPE ended it
     assert errors == ""
+
+
+def test_start_reads_neither_the_migration_graph_nor_every_check(migrated):
+    # A worker's boot: one query says the migrations are applied, and only
+    # the checks about what a supervisor runs are asked (docs/performance.rst).
+    code = (
+        "import sys\n"
+        "from django.core import checks\n"
+        "from django.core.management import call_command\n"
+        "asked, run_checks = [], checks.run_checks\n"
+        "checks.run_checks = lambda *a, **k: asked.append(a) or run_checks(*a, **k)\n"
+        "call_command('steady_queue', '--once', skip_checks=False)\n"
+        "print('graph:', 'django.db.migrations.loader' in sys.modules)\n"
+        "print('checks:', len(asked))\n"
+        "print('croniter:', 'croniter' in sys.modules)\n"
+    )
+    result = manage("shell", "-c", code, env=migrated)
+
+    assert result.returncode == 0, result.stderr
+    assert "graph: False" in result.stdout, result.stdout
+    assert "checks: 0" in result.stdout, result.stdout
+    assert "croniter: False" in result.stdout, result.stdout

@@ -209,6 +209,30 @@ def test_log_format_json_writes_one_object_per_line(start_supervisor):
     assert "ValueError: logged" in django[0]["traceback"]
 
 
+@pytest.mark.parametrize(
+    ("framework_level", "framework_lines"), [(None, 0), ("INFO", 2)]
+)
+def test_a_root_handler_at_info_shows_one_line_per_job(
+    start_supervisor, framework_level, framework_lines
+):
+    from steady_queue.compat import FRAMEWORK
+
+    result = tasks.add.enqueue(2, 3)
+    environment = {"SQ_TEST_ROOT_LOGGING": "1"}
+    if framework_level:
+        environment["SQ_TEST_FRAMEWORK_LOG_LEVEL"] = framework_level
+
+    code, log = finished(start_supervisor("start", "--once", env=environment))
+
+    assert code == 0, log
+    # The root handler's format: "message" alone, no logger name.
+    ours = [line for line in log.splitlines() if line.startswith(f"job {result.id} ")]
+    assert len(ours) == 1, log
+    # Django's receivers: quiet, unless LOGGING names their level.
+    django = [line for line in log.splitlines() if f"Task id={result.id}" in line]
+    assert len(django) == framework_lines, (FRAMEWORK, log)
+
+
 def test_text_logs_are_dated_and_levelled(start_supervisor):
     import re
 

@@ -58,6 +58,15 @@ class Command(BaseCommand):
         """What --version prints: ours, then the Django it runs on."""
         return f"django-steady-queue {__version__} (Django {django.get_version()})"
 
+    def execute(self, *args, **options):
+        # start runs the checks a supervisor needs itself (start.refuse_errors):
+        # Django's whole set (every app's, the URLconf's, the models') costs a
+        # worker's boot for what concerns the site, not the queue. `manage.py
+        # check` and `steady_queue check` still run them all.
+        if (options.get("action") or start.NAME) == start.NAME:
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
+
     def check(self, *args, **kwargs):
         """Before a subcommand: stop on a system check error, as every command
         does, without printing the warnings there too.

@@ -1,0 +1,175 @@
+"""The claim and the finish keep their index plans without planner statistics.
+
+A burst of jobs loaded before autovacuum (or MySQL's, SQLite's statistics)
+has run is normal in production: the plans must not depend on statistics.
+Each test loads a few thousand ready rows into tables that have none (they are
+cleared in the test's own transaction, which rolls back) and reads the plan
+the database would run, through EXPLAIN.
+"""
+
+import json
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from steady_queue import enqueue_many
+from steady_queue.models import ReadyExecution
+from steady_queue.models.claimed_execution.finishing import FINALIZE_SUCCEEDED_SQL
+from steady_queue.models.job_outcomes import outcome_arrays
+from steady_queue.models.job_tally import tally_columns
+from steady_queue.processes.queue_selector import QueueSelector
+
+from .. import tasks
+from ..factories import jobs_of, registered_process, run_outcome
+
+pytestmark = pytest.mark.django_db
+
+READY_JOBS = 3000
+HOT_TABLES = ("steady_queue_ready_executions", "steady_queue_jobs")
+
+# Every shape of queue list a worker may have: all queues, a prefix, one queue,
+# several, and exclusions.
+QUEUE_LISTS = [["*"], ["def*"], ["default"], ["default", "low"], ["*", "!low"]]
+
+
+@pytest.fixture
+def burst_without_statistics():
+    """READY_JOBS ready jobs in tables the planner knows nothing of."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for table in HOT_TABLES:
+                # Undone with the test's transaction, as is the rest.
+                cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            cursor.execute(f"TRUNCATE {', '.join(HOT_TABLES)} CASCADE")
+            if _is_superuser(cursor):
+                cursor.execute(
+                    "DELETE FROM pg_statistic WHERE starelid = ANY(%s::regclass[])",
+                    [list(HOT_TABLES)],
+                )
+    elif connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM sqlite_master WHERE name = 'sqlite_stat1'")
+            if cursor.fetchone():
+                cursor.execute("DELETE FROM sqlite_stat1")
+    enqueue_many(tasks.noop, [((), {})] * READY_JOBS)
+
+
+def _is_superuser(cursor):
+    cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("queues", QUEUE_LISTS, ids=",".join)
+def test_the_claim_reads_its_index_in_order_without_statistics(
+    burst_without_statistics, queues
+):
+    selector = QueueSelector(queues, "default", pause_refresh=0)
+    statements = ReadyExecution.objects.pick_statements(selector, 8)
+    assert statements
+    for pick_sql, pick_params in statements:
+        if connection.vendor == "postgresql":
+            plan = postgresql_claim_plan(pick_sql, pick_params)
+            assert "JIT" not in plan[0], plan
+            (pick,) = [
+                node
+                for node in plan_nodes(plan)
+                if node.get("Subplan Name") == "CTE picked"
+            ]
+            assert [
+                (node["Node Type"], node.get("Index Name", "")[:14])
+                for node in plan_nodes(pick)
+                if "Relation Name" in node or node["Node Type"] == "Sort"
+            ] == [("Index Scan", "sq_ready_claim")], plan
+            assert not any(
+                node["Node Type"].startswith(("Seq Scan", "Bitmap"))
+                and node.get("Relation Name") in HOT_TABLES
+                for node in plan_nodes(plan)
+            ), plan
+        elif connection.vendor == "mysql":
+            plan = explain_json(pick_sql, pick_params)
+            text = json.dumps(plan)
+            assert "filesort" not in text, plan
+            assert "temporary" not in text, plan
+            (table,) = [
+                node["table"]
+                for node in nodes(plan)
+                if isinstance(node.get("table"), dict)
+            ]
+            assert table["key"].startswith("sq_ready_claim"), plan
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(f"EXPLAIN QUERY PLAN {pick_sql}", pick_params)
+                details = [row[-1] for row in cursor.fetchall()]
+            assert not any("TEMP B-TREE" in line for line in details), details
+            assert any("INDEX sq_ready_claim" in line for line in details), details
+
+
+def test_the_finish_reads_jobs_by_key_without_statistics(burst_without_statistics):
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL finishes in one statement of its own shape")
+    process_id = registered_process(1)
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    jobs = jobs_of(ReadyExecution.objects.claim(selector, 8, process_id))
+    outcomes = [
+        run_outcome(
+            job, worker_id=process_id, finished_at=timezone.now(), succeeded=True
+        )
+        for job in jobs
+    ]
+    finished = [outcome.apply_to(outcome.job) for outcome in outcomes]
+    params = [
+        [job.pk for job in finished],
+        *outcome_arrays(finished),
+        *tally_columns(outcomes),
+        process_id,
+    ]
+    for preserve in (True, False):
+        plan = explain_json(FINALIZE_SUCCEEDED_SQL[preserve, False], params)
+        assert not any(
+            node["Node Type"].startswith(("Seq Scan", "Bitmap"))
+            and node.get("Relation Name") == "steady_queue_jobs"
+            for node in plan_nodes(plan)
+        ), plan
+
+
+def postgresql_claim_plan(pick_sql, pick_params):
+    """The plan of the statement a claim sends, under the settings it sends
+    before it in the same transaction."""
+    claim = ReadyExecution.objects.all()
+    statements = claim.one_statement_claim(pick_sql, pick_params, 1, timezone.now())
+    *settings, (sql, params) = statements
+    with connection.cursor() as cursor:
+        for setting_sql, setting_params in settings:
+            cursor.execute(setting_sql, setting_params)
+    return explain_json(sql, params)
+
+
+def explain_json(sql, params):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) {sql}"
+            if connection.vendor == "postgresql"
+            else f"EXPLAIN FORMAT=JSON {sql}",
+            params,
+        )
+        value = cursor.fetchone()[0]
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def plan_nodes(tree):
+    """Every node of a PostgreSQL EXPLAIN (FORMAT JSON) plan."""
+    return [node for node in nodes(tree) if "Node Type" in node]
+
+
+def nodes(tree):
+    """Every dict in an EXPLAIN FORMAT JSON tree, depth first."""
+    if isinstance(tree, dict):
+        yield tree
+        children = tree.values()
+    elif isinstance(tree, list):
+        children = tree
+    else:
+        return
+    for child in children:
+        yield from nodes(child)
