@@ -171,13 +171,13 @@ class Process(models.Model):
             others = self.deregister(claims_error=others_error)
         return failed, others
 
-    def deregister(self, claims_error=None, never_started=()):
+    def deregister(self, claims_error=None):
         """Delete this row; release its claims to ready, or fail them with an error.
 
-        Claims of ``never_started`` jobs (taken ahead by a worker that died
-        before starting them) go back to ready, counting no attempt, even
-        with an error. Returns the ids of the jobs whose claims were released,
-        or, with an error, failed. The row is locked first: a claim takes a
+        With an error, claims whose runs never started (a worker's claims
+        ahead, see ClaimedExecution.mark_started) still go back to ready,
+        counting no attempt. Returns the ids of the jobs whose claims were
+        released, or, with an error, failed. The row is locked first: a claim takes a
         shared lock on its process's row (see ReadyExecution.objects.claim),
         so no claim can commit between the claims being resolved here and the
         row being deleted, which would leave it held by nobody.
@@ -191,10 +191,9 @@ class Process(models.Model):
             if claims_error is None:
                 job_ids = self.claims().release_all(worker_ids_by_process=workers)
             else:
-                self.claims().filter(job_id__in=never_started).release_all()
                 # Job by job: one row that cannot be written must not keep
                 # the others (and this row) from being resolved.
-                jobs = self.claims().fail_each_with(
+                jobs = self.claims().resolve_with(
                     claims_error, worker_ids_by_process=workers
                 )
                 job_ids = [job.pk for job in jobs]

@@ -27,8 +27,13 @@ class OutcomeRecorder:
     outage loses none, the next poll writes them.
     """
 
-    def __init__(self, database, preserve_finished_jobs, description):
+    def __init__(self, database, preserve_finished_jobs, description, batch=None):
         self.database = database
+        # Once this many outcomes wait (the worker's threads), they are written
+        # at once, window or not: a run that finished but is not written fails
+        # with the worker should it be killed, and may run again under a
+        # retry policy, so no more than about a thread's worth wait at a time.
+        self.batch = batch
         self.preserve_finished_jobs = preserve_finished_jobs
         self.description = description
         # Filled by pool threads, drained by the main loop; deque ops are atomic.
@@ -62,6 +67,8 @@ class OutcomeRecorder:
         if not self.pending:
             return None
         if running <= 0:
+            return 0.0
+        if self.batch is not None and len(self.pending) >= self.batch:
             return 0.0
         return max(0.0, self.pending_since + FLUSH_WINDOW - time.monotonic())
 

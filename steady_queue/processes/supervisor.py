@@ -45,8 +45,6 @@ class Child:
     killed_because: str | None = None
     # {job id: error} of the jobs it was killed for not stopping at their timeout.
     overruns: dict | None = None
-    # Fork mode, a worker: the claims it took ahead and never started.
-    claims_ahead: object = None
 
 
 class Supervisor(Runnable):
@@ -291,23 +289,13 @@ class Supervisor(Runnable):
 
     def resolve_claims_of(self, child, error, reason):
         """Remove a gone child's row and fail the claims it still held with
-        error; those it had taken ahead and never started go back to ready."""
-        never_started = (
-            child.claims_ahead.never_started() if child.claims_ahead else set()
-        )
-        if never_started:
-            logger.info(
-                "%s %s: %s claim(s) it took ahead and never started go back to ready",
-                child.spec.kind,
-                child.name,
-                len(never_started),
-            )
+        error; those it never started go back to ready (Process.deregister)."""
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
             if row is None:
                 return []
-            return row.deregister(claims_error=error, never_started=never_started)
+            return row.deregister(claims_error=error)
 
         self.settle(
             child.name,

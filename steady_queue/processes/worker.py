@@ -20,7 +20,6 @@ from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
-from .claims_ahead import UNSHARED
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
 from .outcome_recorder import OutcomeRecorder
@@ -63,15 +62,15 @@ class Worker(JobStopping, Poller):
         )
         self.runner = JobRunner(type(backend), worker_id=self.name)
         self.recorder = OutcomeRecorder(
-            self.database, self.options.preserve_finished_jobs, self.description
+            self.database,
+            self.options.preserve_finished_jobs,
+            self.description,
+            batch=config.threads,
         )
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
         self.waiting = collections.deque()
         self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
-        # Fork mode: shared with the supervisor (see fork_supervisor), which
-        # puts these back to ready should this process die.
-        self.claims_ahead = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
         # Job id -> the future of its coroutine on the pool's loop: what a
@@ -178,8 +177,10 @@ class Worker(JobStopping, Poller):
             self.pass_on_ring()
             return self.sleep_at_most(FULL_POOL_WAIT)
         try:
+            # Claimed as not started: until start_waiting marks them, a
+            # cleanup after this process puts them back to ready.
             claims = ReadyExecution.objects.using(self.database).claim(
-                self.selector, wanted, self.process.pk
+                self.selector, wanted, self.process.pk, started=False
             )
         except Exception:
             # Some claims may have committed (an earlier queue's transaction, or
@@ -197,21 +198,36 @@ class Worker(JobStopping, Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
-            # Kept as never started before any starts (each is let go as it
-            # starts): whatever runs, those still waiting are known here.
-            self.claims_ahead.hold(claim.job.pk)
         self.waiting.extend(claims)
         self.start_waiting()
         delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
 
     def start_waiting(self):
-        """Start claimed jobs on the idle threads, in claim order."""
-        while self.waiting and self.pool.idle_threads > 0:
-            claim = self.waiting.popleft()
-            self.claims_ahead.release(claim.job.pk)
+        """Start claimed jobs on the idle threads, in claim order.
+
+        Their claims are marked started first, in one statement for all:
+        should this process die, a cleaner fails those (they may have run)
+        and puts the ones still waiting back to ready.
+        """
+        count = min(len(self.waiting), self.pool.idle_threads)
+        if count <= 0:
+            return
+        starting = [self.waiting[index] for index in range(count)]
+        held = ClaimedExecution.objects.using(self.database).mark_started(
+            self.process.pk, [claim.job.pk for claim in starting]
+        )
+        # Taken off the queue once marked: an outage above leaves them waiting.
+        for _ in range(count):
+            self.waiting.popleft()
+        now = timezone.now()
+        for claim in starting:
+            if claim.job.pk not in held:
+                # Resolved by a cleaner while we could not heartbeat: not ours.
+                self.forget(claim.job.pk)
+                continue
             # The attempt starts now: a claim taken ahead waited for a thread.
-            self.perform(replace(claim, claimed_at=timezone.now()))
+            self.perform(replace(claim, claimed_at=now))
 
     def running_count(self):
         """How many claimed jobs are running (started, no outcome yet)."""
@@ -348,7 +364,6 @@ class Worker(JobStopping, Poller):
         self.in_flight.discard(job_id)
         # Claims still waiting leave self.waiting where they are dropped
         # (hand_back_waiting, stop_lost_jobs): not scanned for every job here.
-        self.claims_ahead.release(job_id)
         self.coroutines.pop(job_id, None)
         self.deadlines.forget(job_id)
 

@@ -102,7 +102,7 @@ def test_a_killed_worker_sends_the_jobs_it_claimed_ahead_back_to_ready(
     os.kill(worker.pid, signal.SIGKILL)
 
     [replacement] = wait_for_workers(1, exclude_pids={worker.pid})
-    wait_for_log(supervisor, "5 claim(s) it took ahead and never started")
+    wait_for_log(supervisor, "5 claim(s) of gone processes never started")
     wait_until_settled(len(warm_up) + 1 + len(behind))
     # Only the job that was running fails; those that never started run once,
     # on the replacement, counting no attempt on the dead worker.
