@@ -30,8 +30,9 @@ class Releasing:
         jobs ({process id: worker name}): each such run counts as an attempt
         (worker_ids, started_at), so a job run again after an interrupted
         attempt knows it ran before. Claims of other processes, and claims
-        never started (mark_started), count nothing. A job under @limits_rate passes its rate
-        limits again (it may wait, blocked, for room in its windows).
+        never started (mark_started), count nothing. A job under @limits_rate
+        passes its rate limits again (it may wait, blocked, for room in its
+        windows).
         """
         worker_ids_by_process = worker_ids_by_process or {}
         with transaction.atomic(using=self.db):
