@@ -20,9 +20,10 @@ from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
+from .claims_ahead import UNSHARED
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
-from .outcome_recorder import OutcomeRecorder
+from .outcome_recorder import FLUSH_WINDOW, OutcomeRecorder
 from .poller import Poller
 from .pool import Pool
 from .prefetch import Prefetch
@@ -70,7 +71,13 @@ class Worker(JobStopping, Poller):
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
         self.waiting = collections.deque()
+        # Those of them already marked started in the database (start_waiting).
+        self.marked = set()
         self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
+        # Fork mode: shared with the supervisor (see fork_supervisor), which
+        # knows from it exactly which claims never started should this
+        # process die (the database knows, a few claims later: mark_started).
+        self.claims_ahead = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
         # Job id -> the future of its coroutine on the pool's loop: what a
@@ -198,6 +205,9 @@ class Worker(JobStopping, Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
+            # Kept as never started before any starts (each is let go as it
+            # starts): whatever runs, those still waiting are known here.
+            self.claims_ahead.hold(claim.job.pk)
         self.waiting.extend(claims)
         self.start_waiting()
         delay = 0 if len(claims) == wanted else self.polling_interval
@@ -206,28 +216,44 @@ class Worker(JobStopping, Poller):
     def start_waiting(self):
         """Start claimed jobs on the idle threads, in claim order.
 
-        Their claims are marked started first, in one statement for all:
-        should this process die, a cleaner fails those (they may have run)
-        and puts the ones still waiting back to ready.
+        A claim is marked started before its job starts, in one statement
+        for the claims starting now and, while claiming ahead, for those
+        that will start within a flush window (Prefetch.starts_within): they
+        then start without a round trip each as threads free up. Should this
+        process die, a cleaner fails the marked claims (they may have run)
+        and puts the others back to ready; its own supervisor also knows
+        exactly which marked ones never started (claims_ahead) and puts
+        those back too.
         """
         count = min(len(self.waiting), self.pool.idle_threads)
         if count <= 0:
             return
-        starting = [self.waiting[index] for index in range(count)]
-        held = ClaimedExecution.objects.using(self.database).mark_started(
-            self.process.pk, [claim.job.pk for claim in starting]
-        )
-        # Taken off the queue once marked: an outage above leaves them waiting.
+        if any(self.waiting[index].job.pk not in self.marked for index in range(count)):
+            self.mark_started(count)
         for _ in range(count):
-            self.waiting.popleft()
-        now = timezone.now()
-        for claim in starting:
-            if claim.job.pk not in held:
+            claim = self.waiting.popleft()
+            if claim.job.pk not in self.marked:
                 # Resolved by a cleaner while we could not heartbeat: not ours.
                 self.forget(claim.job.pk)
                 continue
+            self.marked.discard(claim.job.pk)
+            self.claims_ahead.release(claim.job.pk)
             # The attempt starts now: a claim taken ahead waited for a thread.
-            self.perform(replace(claim, claimed_at=now))
+            self.perform(replace(claim, claimed_at=timezone.now()))
+
+    def mark_started(self, count):
+        """Mark the next ``count`` waiting claims started, and while claiming
+        ahead a few more; keep in ``marked`` those this process still holds."""
+        extra = self.prefetch.starts_within(FLUSH_WINDOW)
+        upto = min(len(self.waiting), count + extra)
+        job_ids = [
+            self.waiting[index].job.pk
+            for index in range(upto)
+            if self.waiting[index].job.pk not in self.marked
+        ]
+        self.marked |= ClaimedExecution.objects.using(self.database).mark_started(
+            self.process.pk, job_ids
+        )
 
     def running_count(self):
         """How many claimed jobs are running (started, no outcome yet)."""
@@ -362,6 +388,8 @@ class Worker(JobStopping, Poller):
     def forget(self, job_id):
         """This job is no longer this worker's to run or record."""
         self.in_flight.discard(job_id)
+        self.marked.discard(job_id)
+        self.claims_ahead.release(job_id)
         # Claims still waiting leave self.waiting where they are dropped
         # (hand_back_waiting, stop_lost_jobs): not scanned for every job here.
         self.coroutines.pop(job_id, None)

@@ -167,3 +167,16 @@ def test_mark_started_returns_only_the_claims_still_held():
 
     assert ClaimedExecution.objects.mark_started(process.pk, [kept, resolved]) == {kept}
     assert ClaimedExecution.objects.get(job_id=kept).started is True
+
+
+def test_claims_marked_ahead_that_its_supervisor_knows_never_started_go_back():
+    # A worker marks a few claims ahead of their start; its supervisor knows
+    # from their shared memory which of those never started.
+    process = register("worker-marked-ahead")
+    (running, marked_ahead), waiting = claim_as_a_worker(process, count=3, started=2)
+    error = error_payload(ProcessExitError, "worker-marked-ahead was killed")
+
+    failed = process.deregister(claims_error=error, never_started={marked_ahead})
+
+    assert failed == [running]
+    assert_back_to_ready_untouched([marked_ahead, *waiting])

@@ -8,9 +8,11 @@ cancelled meanwhile is dropped without running.
 
 import pytest
 
+from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes import outcome_recorder
+from steady_queue.processes.outcome_recorder import FLUSH_WINDOW
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 
 from .. import tasks
@@ -120,17 +122,23 @@ def test_claim_ahead_false_claims_for_idle_threads_only(make_worker):
 
 
 def test_only_the_claims_handed_to_threads_are_marked_started(make_worker):
-    results = [tasks.add.enqueue(n, n) for n in range(6)]
+    # More than a claim takes: a backlog, so the worker claims ahead.
+    enqueue_many(tasks.add, [((n, n), {}) for n in range(MAX_AHEAD + 10)])
     worker = make_worker(threads=2)
     short_runs_seen(worker)
     worker.poll()
 
-    # Should the worker die now, a cleaner fails the two that started and
-    # puts the four still waiting back to ready.
-    running = {claim.job.pk for claim in worker.waiting}
+    # Marked with them: the claims that start within a flush window (10 runs
+    # of 1 ms on 2 threads). Should the worker die now, a cleaner fails the
+    # two that started and those marked, and puts the rest back to ready (its
+    # own supervisor puts the marked ones back too, by shared memory).
+    waiting = [claim.job.pk for claim in worker.waiting]
+    assert len(waiting) == MAX_AHEAD and len(worker.pool.held) == 2
+    marked = worker.prefetch.starts_within(FLUSH_WINDOW)
+    assert 0 < marked < MAX_AHEAD
+    assert worker.marked == set(waiting[:marked])
     not_started = ClaimedExecution.objects.not_started()
-    assert set(not_started.values_list("job_id", flat=True)) == running
-    assert len(running) == 4 and len(results) == 6
+    assert set(not_started.values_list("job_id", flat=True)) == set(waiting[marked:])
 
 
 def test_a_waiting_claim_resolved_by_a_cleaner_is_not_run(make_worker):

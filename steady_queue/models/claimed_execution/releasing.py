@@ -5,6 +5,7 @@ cancelled, by a supervisor, a dispatcher or an operator.
 import logging
 
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
@@ -171,7 +172,7 @@ class Releasing:
         failed = self.fail_all_with(error, names, runs_go_on=True)
         return [job.pk for job in failed]
 
-    def resolve_with(self, error, worker_ids_by_process=None):
+    def resolve_with(self, error, worker_ids_by_process=None, never_started=()):
         """End the claims of processes that are gone: those whose runs never
         started go back to ready, counting no attempt; the started ones are
         failed with ``error``, job by job (fail_each_with). Returns the failed
@@ -181,12 +182,17 @@ class Releasing:
         started (a worker's claims ahead, or one killed before its threads
         began them) is safe to run again, a started one may have done its
         work. The database says which (mark_started), so every cleaner, the
-        process's supervisor, another host's prune or a restart, sees it.
+        process's supervisor, another host's prune or a restart, sees it. A
+        worker marks a few claims ahead of their start; its supervisor knows
+        those exactly (``never_started``, read from memory it shares with
+        the worker) and puts them back too.
         """
         # Not-started first. Each claim goes to whoever deletes it: a run the
         # process starts meanwhile (mark_started committed first) is no
         # longer matched here and is failed with the others below.
-        released = self.not_started().release_all()
+        released = self.filter(
+            Q(started=False) | Q(job_id__in=never_started)
+        ).release_all()
         if released:
             logger.info(
                 "%s claim(s) of gone processes never started; back to ready: %s",
