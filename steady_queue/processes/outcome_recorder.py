@@ -27,13 +27,8 @@ class OutcomeRecorder:
     outage loses none, the next poll writes them.
     """
 
-    def __init__(self, database, preserve_finished_jobs, description, batch=None):
+    def __init__(self, database, preserve_finished_jobs, description):
         self.database = database
-        # Once this many outcomes wait (the worker's threads), they are written
-        # at once, window or not: a run that finished but is not written fails
-        # with the worker should it be killed, and may run again under a
-        # retry policy, so no more than about a thread's worth wait at a time.
-        self.batch = batch
         self.preserve_finished_jobs = preserve_finished_jobs
         self.description = description
         # Filled by pool threads, drained by the main loop; deque ops are atomic.
@@ -58,17 +53,19 @@ class OutcomeRecorder:
         while self.arrived:
             self.pending.append(self.arrived.popleft())
 
-    def due_in(self, running):
+    def due_in(self, running, batch=None):
         """Seconds until the pending outcomes are to be written: 0 for now,
         None when there are none. ``running`` is how many of the worker's
         jobs are still running: with none, nothing more is coming to wait for.
+        Once ``batch`` outcomes wait they are written, window or not: a run
+        finished and not written fails with a killed worker.
         """
         self.collect()
         if not self.pending:
             return None
         if running <= 0:
             return 0.0
-        if self.batch is not None and len(self.pending) >= self.batch:
+        if batch is not None and len(self.pending) >= batch:
             return 0.0
         return max(0.0, self.pending_since + FLUSH_WINDOW - time.monotonic())
 

@@ -46,9 +46,9 @@ class Prefetch:
             else:
                 self.average += SMOOTHING * (seconds - self.average)
 
-    def starts_within(self, seconds):
-        """About how many jobs the threads start in ``seconds`` while claiming
-        ahead (by the average run time); 0 when not claiming ahead."""
+    def runs_within(self, seconds):
+        """About how many runs the threads start (and end) in ``seconds``
+        while claiming ahead, by the average run time; 0 when not."""
         if not self.size():
             return 0
         return min(MAX_AHEAD, int(self.threads * seconds / max(self.average, 1e-6)))

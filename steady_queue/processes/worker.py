@@ -38,6 +38,9 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
+# Outcomes of runs this short in all (per thread) are written together, not a
+# thread's worth at a time: see flush_batch.
+BATCH_SECONDS = 0.001
 # A forked worker exits with this to be replaced at once: it was recycled or
 # stopped an overrunning job, and holds no claims. Not a crash: no backoff.
 REPLACE_EXIT_CODE = 75
@@ -66,7 +69,6 @@ class Worker(JobStopping, Poller):
             self.database,
             self.options.preserve_finished_jobs,
             self.description,
-            batch=config.threads,
         )
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
@@ -166,7 +168,7 @@ class Worker(JobStopping, Poller):
         # once and its thread refilled: a thread left idle for the window
         # would cost jobs of a few ms a third of their throughput.
         running = self.running_count() if self.prefetch.size() else 0
-        flush_in = self.recorder.due_in(running=running)
+        flush_in = self.recorder.due_in(running=running, batch=self.flush_batch())
         if flush_in:
             return self.sleep_at_most(flush_in)
         self.record_outcomes()
@@ -213,6 +215,18 @@ class Worker(JobStopping, Poller):
         delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
 
+    def flush_batch(self):
+        """How many outcomes may wait for the flush window: a thread's worth.
+
+        A run finished and not written fails with this worker should it be
+        killed (and runs again under a retry policy), so no more wait than
+        about the threads, unless runs are so short that the threads end a
+        batch of them faster than a write could (BATCH_SECONDS of runs):
+        there a batch is what keeps the drain's speed, and the work a kill
+        leaves ambiguous is still that millisecond per thread.
+        """
+        return max(self.pool.size, self.prefetch.runs_within(BATCH_SECONDS))
+
     def start_waiting(self):
         """Start claimed jobs on the idle threads, in claim order.
 
@@ -244,7 +258,7 @@ class Worker(JobStopping, Poller):
     def mark_started(self, count):
         """Mark the next ``count`` waiting claims started, and while claiming
         ahead a few more; keep in ``marked`` those this process still holds."""
-        extra = self.prefetch.starts_within(FLUSH_WINDOW)
+        extra = self.prefetch.runs_within(FLUSH_WINDOW)
         upto = min(len(self.waiting), count + extra)
         job_ids = [
             self.waiting[index].job.pk

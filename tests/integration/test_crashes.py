@@ -133,12 +133,15 @@ def test_children_of_a_killed_supervisor_stop_and_hand_their_jobs_back(
 
 
 def test_a_new_supervisor_prunes_a_dead_tree_and_fails_what_it_held(
-    start_supervisor,
+    start_supervisor, tmp_path
 ):
     first = start_supervisor()
     [worker] = wait_for_boot(first)
-    sleepers = enqueue_sleeps(60, 2)
+    notes = [tmp_path / f"notes-{n}" for n in range(2)]
+    sleepers = [tasks.starts_then_sleeps.enqueue(str(path), 60) for path in notes]
     wait_for(lambda: claimed_by(worker) == 2)
+    # Running, not only claimed: a claim that never started goes back to ready.
+    wait_for(lambda: all(n.exists() for n in notes), message="both to start")
     dead_names = {row.name for row in rows()}
 
     # The plug is pulled: the whole tree dies at once, nobody cleans up.

@@ -134,7 +134,7 @@ def test_only_the_claims_handed_to_threads_are_marked_started(make_worker):
     # own supervisor puts the marked ones back too, by shared memory).
     waiting = [claim.job.pk for claim in worker.waiting]
     assert len(waiting) == MAX_AHEAD and len(worker.pool.held) == 2
-    marked = worker.prefetch.starts_within(FLUSH_WINDOW)
+    marked = worker.prefetch.runs_within(FLUSH_WINDOW)
     assert 0 < marked < MAX_AHEAD
     assert worker.marked == set(waiting[:marked])
     not_started = ClaimedExecution.objects.not_started()
