@@ -64,7 +64,13 @@ class Worker(JobStopping, Poller):
             name=self.name,
             on_free=self.wake_up,
         )
-        self.runner = JobRunner(type(backend), worker_id=self.name)
+        # A run starts when task_started is sent: from then on the job may
+        # have done something, and its claim is no longer never started.
+        self.runner = JobRunner(
+            type(backend),
+            worker_id=self.name,
+            on_start=lambda job_id: self.claims_ahead.release(job_id),
+        )
         self.recorder = OutcomeRecorder(
             self.database,
             self.options.preserve_finished_jobs,
@@ -251,7 +257,6 @@ class Worker(JobStopping, Poller):
                 self.forget(claim.job.pk)
                 continue
             self.marked.discard(claim.job.pk)
-            self.claims_ahead.release(claim.job.pk)
             # The attempt starts now: a claim taken ahead waited for a thread.
             self.perform(replace(claim, claimed_at=timezone.now()))
 

@@ -12,6 +12,7 @@ from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes import outcome_recorder
+from steady_queue.processes.claims_ahead import ClaimsAhead
 from steady_queue.processes.outcome_recorder import FLUSH_WINDOW
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 
@@ -184,3 +185,21 @@ def test_outcomes_are_written_once_a_threads_worth_waits_whatever_the_window(
     assert not worker.recorder.pending and worker.running_count() == 2
     statuses = [r.status for r in refreshed(*results)]
     assert statuses.count(TaskResultStatus.SUCCESSFUL) == 2
+
+
+def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
+    make_worker,
+):
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=2)
+    worker.claims_ahead = ClaimsAhead(8)
+    worker.poll()
+    assert len(worker.pool.held) == 2
+
+    worker.pool.run_first()
+
+    # Its supervisor's view, should the worker die now: the job whose run
+    # began (task_started sent) may have run; the other, handed to a thread
+    # that has not begun it, goes back to ready.
+    assert worker.claims_ahead.never_started() == {int(second.id)}
+    assert refreshed(first)[0].status == TaskResultStatus.RUNNING
