@@ -194,6 +194,7 @@ TASKS = {
                     "threads": _env_number("SQ_TEST_THREADS", 3),
                     "processes": _env_number("SQ_TEST_WORKER_PROCESSES", 1),
                     "polling_interval": _env_number("SQ_TEST_POLLING_INTERVAL", 0.05),
+                    "claim_ahead": bool(_env_number("SQ_TEST_CLAIM_AHEAD", 1)),
                 }
             ],
             "dispatchers": [

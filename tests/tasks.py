@@ -95,6 +95,30 @@ def record_run_after(path, label, seconds):
     return label
 
 
+def _record_start_and_end(path, label, seconds):
+    with open(path, "a") as file:
+        file.write(f"start {label}\n")
+    time.sleep(seconds)
+    with open(path, "a") as file:
+        file.write(f"end {label}\n")
+    return label
+
+
+@task
+def records_start_and_end(path, label, seconds):
+    """Append "start <label>", sleep, append "end <label>": bench/chaos_kill.py
+    tells a run that never started from one killed midway or one finished."""
+    return _record_start_and_end(path, label, seconds)
+
+
+@retry(attempts=3, wait=0)
+@task
+def records_start_and_end_retried(path, label, seconds):
+    """records_start_and_end under a retry policy: an attempt failed by a
+    killed worker runs again."""
+    return _record_start_and_end(path, label, seconds)
+
+
 # Concurrency controls. Each run appends "key start end pid" to a file, so tests
 # can measure how many runs of one key overlapped.
 
@@ -292,6 +316,19 @@ def backtracks(path, length):
     with open(path, "a") as file:
         file.write(f"backtracks {os.getpid()} {time.time()}\n")
     # Catastrophic backtracking: C code that never lets another thread run.
+    return bool(re.match(r"(a+)+$", "a" * length + "b"))
+
+
+@timeout(2)
+@task
+def waits_then_backtracks(path, go, length):
+    """Note the start, wait (other threads run) until the file ``go`` exists,
+    then hold the GIL in one regex match past the 2 s timeout."""
+    import re
+
+    _note(path, "started")
+    while not os.path.exists(go):
+        time.sleep(0.01)
     return bool(re.match(r"(a+)+$", "a" * length + "b"))
 
 

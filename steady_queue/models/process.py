@@ -176,7 +176,7 @@ class Process(models.Model):
         held = self.claims().filter(job_id__in=job_ids)
         return set(held.values_list("job_id", flat=True))
 
-    def deregister_after_overrun(self, errors, others_error):
+    def deregister_after_overrun(self, errors, others_error, never_started=()):
         """Fail the overrun jobs ({job id: error}), then deregister, failing the
         rest of the claims with ``others_error``. Return (ids failed as
         overrun, ids failed with others_error)."""
@@ -190,16 +190,20 @@ class Process(models.Model):
             failed = models_package.ClaimedExecution.objects.using(db).fail_overrun(
                 self.pk, errors, self.name
             )
-            others = self.deregister(claims_error=others_error)
+            others = self.deregister(
+                claims_error=others_error, never_started=never_started
+            )
         return failed, others
 
     def deregister(self, claims_error=None, never_started=()):
         """Delete this row; release its claims to ready, or fail them with an error.
 
-        Claims of ``never_started`` jobs (taken ahead by a worker that died
-        before starting them) go back to ready, counting no attempt, even
-        with an error. Returns the ids of the jobs whose claims were released,
-        or, with an error, failed. The row is locked first: a claim takes a
+        With an error, claims whose runs never started still go back to
+        ready, counting no attempt: those the database has not seen marked
+        started (ClaimedExecution.mark_started), and ``never_started``, the
+        jobs its supervisor knows it never started (its shared memory).
+        Returns the ids of the jobs whose claims were released, or, with an
+        error, failed. The row is locked first: a claim takes a
         shared lock on its process's row (see ReadyExecution.objects.claim),
         so no claim can commit between the claims being resolved here and the
         row being deleted, which would leave it held by nobody.
@@ -213,11 +217,12 @@ class Process(models.Model):
             if claims_error is None:
                 job_ids = self.claims().release_all(worker_ids_by_process=workers)
             else:
-                self.claims().filter(job_id__in=never_started).release_all()
                 # Job by job: one row that cannot be written must not keep
                 # the others (and this row) from being resolved.
-                jobs = self.claims().fail_each_with(
-                    claims_error, worker_ids_by_process=workers
+                jobs = self.claims().resolve_with(
+                    claims_error,
+                    worker_ids_by_process=workers,
+                    never_started=never_started,
                 )
                 job_ids = [job.pk for job in jobs]
             # The runs it was still making of cancelled jobs end with it.

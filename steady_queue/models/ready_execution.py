@@ -29,8 +29,9 @@ taken AS (
     RETURNING ready.job_id
 ),
 claimed AS (
-    INSERT INTO steady_queue_claimed_executions (job_id, process_id, created_at)
-    SELECT job_id, %s, %s FROM taken
+    INSERT INTO steady_queue_claimed_executions
+        (job_id, process_id, created_at, started)
+    SELECT job_id, %s, %s, %s FROM taken
     RETURNING job_id
 )
 SELECT {job_columns} FROM steady_queue_jobs job
@@ -121,11 +122,13 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         """Highest priority first, then oldest first (Django's priority direction)."""
         return self.order_by("-priority", "job_id")
 
-    def claim(self, selector, limit, process_id):
+    def claim(self, selector, limit, process_id, started=True):
         """Move up to ``limit`` ready jobs to claimed for a process; return Claims.
 
         Queues are tried in the selector's order: a later queue only fills what
-        the earlier ones left of ``limit`` (queue order beats priority).
+        the earlier ones left of ``limit`` (queue order beats priority). With
+        ``started`` False the runs are yet to begin (ClaimedExecution's
+        mark_started): should the process die first, they go back to ready.
         """
         now = timezone.now()
         claimed = []
@@ -138,11 +141,15 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             )
             if self.dialect.runs_hot_paths_in_one_statement:
                 claimed.extend(
-                    self._claim_in_one_statement(pick_sql, pick_params, process_id, now)
+                    self._claim_in_one_statement(
+                        pick_sql, pick_params, process_id, now, started
+                    )
                 )
             else:
                 claimed.extend(
-                    self._claim_in_a_transaction(pick_sql, pick_params, process_id, now)
+                    self._claim_in_a_transaction(
+                        pick_sql, pick_params, process_id, now, started
+                    )
                 )
         return claimed
 
@@ -171,27 +178,27 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             for key, queryset in selector.querysets(self)
         ]
 
-    def one_statement_claim(self, pick_sql, pick_params, process_id, now):
+    def one_statement_claim(self, pick_sql, pick_params, process_id, now, started=True):
         """The statements a PostgreSQL claim sends, as ``(sql, params)``: the
         dialect's plan settings, then the claim (CLAIM_SQL) itself."""
         sql = CLAIM_SQL.format(
             pick=pick_sql, job_columns=models_package.Job.select_columns("job")
         )
-        claim = (sql, [process_id, *pick_params, process_id, now])
+        claim = (sql, [process_id, *pick_params, process_id, now, started])
         plan = self.dialect.claim_plan_sql
         return [(plan, []), claim] if plan else [claim]
 
-    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now):
+    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now, started):
         jobs = models_package.Job.objects.using(self.db)
         # Pipelined: the plan settings cost no round trip of their own, and
         # end with the claim's implicit transaction (a worker claims outside
         # any; called inside a caller's transaction, they last until it ends).
         *_, rows = jobs.run_prepared_in_turn(
-            self.one_statement_claim(pick_sql, pick_params, process_id, now)
+            self.one_statement_claim(pick_sql, pick_params, process_id, now, started)
         )
         return [Claim(job, now) for job in jobs.instances_from_rows(rows)]
 
-    def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now):
+    def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now, started):
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
         with atomic(using=self.db), self.connection.cursor() as cursor:
@@ -204,7 +211,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 # Pruned meanwhile: undo the delete; its heartbeat stops it.
                 transaction.set_rollback(True, using=self.db)
                 return []
-            ClaimedExecution.objects.using(self.db).claim_all(ids, process_id, now)
+            ClaimedExecution.objects.using(self.db).claim_all(
+                ids, process_id, now, started
+            )
         jobs = models_package.Job.objects.using(self.db)
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
         # Claim order: priority, then age (DELETE ... RETURNING keeps no order).

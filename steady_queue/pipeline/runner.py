@@ -41,12 +41,21 @@ logger = logging.getLogger("steady_queue")
 class JobRunner:
     """Runs claimed jobs for one worker and turns each run into an Outcome."""
 
-    def __init__(self, backend_class, worker_id, manage_connections=True, tracing=None):
+    def __init__(
+        self,
+        backend_class,
+        worker_id,
+        manage_connections=True,
+        tracing=None,
+        on_start=None,
+    ):
         self.backend_class = backend_class
         self.worker_id = worker_id
         # A steady_queue.tracing.Tracing when OPTIONS["opentelemetry"] is on;
         # None costs a run one test.
         self.tracing = tracing
+        # Called with the job id as its run starts (before task_started).
+        self.on_start = on_start
         # Off when jobs run on the caller's connection (steady_queue.testing):
         # closing it would end a test's transaction.
         self.manage_connections = manage_connections
@@ -173,6 +182,8 @@ class JobRunner:
         # Decoded once per run, before this: a model argument whose row is gone
         # has raised already, and the task is not called.
         args, kwargs = arguments
+        if self.on_start is not None:
+            self.on_start(claim.job.pk)
         result = build_result(
             claim.job,
             task,

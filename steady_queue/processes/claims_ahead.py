@@ -18,9 +18,12 @@ SLOT = struct.Struct("=qq")
 class ClaimsAhead:
     """Job ids of claims taken ahead, in a shared anonymous mapping.
 
-    The worker holds an id once its claim has committed and releases it before
-    the job starts (or leaves the worker): an id found here is a job that
-    never started. Made by the supervisor before the fork; ``slots`` 0 makes
+    The worker holds an id once its claim has committed; the thread that runs
+    the job releases it as the run starts (before task_started), or the
+    worker when the job leaves it: an id found here is a job that never
+    started. Only the main loop holds; releases may come from any thread
+    (each step is one atomic operation on a dict or a list, and a slot has
+    one owner). Made by the supervisor before the fork; ``slots`` 0 makes
     one that keeps nothing (thread mode).
     """
 

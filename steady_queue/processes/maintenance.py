@@ -39,11 +39,12 @@ def prune_dead_processes(owner):
 
 
 def fail_orphaned_claims(owner):
-    """Fail claims whose process row no longer exists (its process is gone)."""
+    """Fail claims whose process row no longer exists (its process is gone);
+    those never started go back to ready."""
     jobs = (
         ClaimedExecution.objects.using(owner.database)
         .orphaned()
-        .fail_each_with(
+        .resolve_with(
             error_payload(
                 ProcessMissingError,
                 "The process that claimed this job is no longer registered; it "

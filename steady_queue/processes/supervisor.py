@@ -47,7 +47,8 @@ class Child:
     killed_because: str | None = None
     # {job id: error} of the jobs it was killed for not stopping at their timeout.
     overruns: dict | None = None
-    # Fork mode, a worker: the claims it took ahead and never started.
+    # Fork mode, a worker: the claims it holds and has not started, known at
+    # once and exactly (the database knows them too, a few claims later).
     claims_ahead: object = None
 
 
@@ -288,12 +289,15 @@ class Supervisor(Runnable):
         """Fail the jobs a killed child did not stop at their timeout, and its
         other jobs as killed (see child_exited); start a fresh child."""
         others_error = exit_error(child, pid, child.killed_because)
+        never_started = self.never_started_by(child)
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
             if row is None:
                 return [], []
-            return row.deregister_after_overrun(child.overruns, others_error)
+            return row.deregister_after_overrun(
+                child.overruns, others_error, never_started
+            )
 
         def report(resolved):
             timed_out, killed = resolved
@@ -341,17 +345,8 @@ class Supervisor(Runnable):
 
     def resolve_claims_of(self, child, error, reason):
         """Remove a gone child's row and fail the claims it still held with
-        error; those it had taken ahead and never started go back to ready."""
-        never_started = (
-            child.claims_ahead.never_started() if child.claims_ahead else set()
-        )
-        if never_started:
-            logger.info(
-                "%s %s: %s claim(s) it took ahead and never started go back to ready",
-                child.spec.kind,
-                child.name,
-                len(never_started),
-            )
+        error; those it never started go back to ready (Process.deregister)."""
+        never_started = self.never_started_by(child)
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
@@ -364,6 +359,10 @@ class Supervisor(Runnable):
             resolve,
             lambda job_ids: self.report_resolved(child, job_ids, "failed", reason),
         )
+
+    def never_started_by(self, child):
+        """The claims a gone worker held and never started, by its shared memory."""
+        return child.claims_ahead.never_started() if child.claims_ahead else set()
 
     def settle(self, name, resolve, report):
         """Resolve a gone child's claims now, or keep trying until it works.

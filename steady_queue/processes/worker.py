@@ -26,7 +26,7 @@ from .claims_ahead import UNSHARED
 from .handback import Handbacks
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
-from .outcome_recorder import OutcomeRecorder
+from .outcome_recorder import FLUSH_WINDOW, OutcomeRecorder
 from .poller import Poller
 from .pool import Pool
 from .prefetch import Prefetch
@@ -41,6 +41,9 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
+# Outcomes of runs this short in all (per thread) are written together, not a
+# thread's worth at a time: see flush_batch.
+BATCH_SECONDS = 0.001
 # A forked worker exits with this to be replaced at once: it was recycled or
 # stopped an overrunning job, and holds no claims. Not a crash: no backoff.
 REPLACE_EXIT_CODE = 75
@@ -64,13 +67,18 @@ class Worker(JobStopping, Poller):
             name=self.name,
             on_free=self.wake_up,
         )
+        # A run starts when task_started is sent: from then on the job may
+        # have done something, and its claim is no longer never started.
         self.runner = JobRunner(
             type(backend),
             worker_id=self.name,
             tracing=tracing() if self.options.opentelemetry else None,
+            on_start=lambda job_id: self.claims_ahead.release(job_id),
         )
         self.recorder = OutcomeRecorder(
-            self.database, self.options.preserve_finished_jobs, self.description
+            self.database,
+            self.options.preserve_finished_jobs,
+            self.description,
         )
         self.handbacks = Handbacks(
             self.database, self.options, code_version(), self.description
@@ -78,9 +86,12 @@ class Worker(JobStopping, Poller):
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
         self.waiting = collections.deque()
+        # Those of them already marked started in the database (start_waiting).
+        self.marked = set()
         self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
         # Fork mode: shared with the supervisor (see fork_supervisor), which
-        # puts these back to ready should this process die.
+        # knows from it exactly which claims never started should this
+        # process die (the database knows, a few claims later: mark_started).
         self.claims_ahead = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
@@ -170,7 +181,7 @@ class Worker(JobStopping, Poller):
         # once and its thread refilled: a thread left idle for the window
         # would cost jobs of a few ms a third of their throughput.
         running = self.running_count() if self.prefetch.size() else 0
-        flush_in = self.recorder.due_in(running=running)
+        flush_in = self.recorder.due_in(running=running, batch=self.flush_batch())
         if flush_in:
             return self.sleep_at_most(flush_in)
         self.record_outcomes()
@@ -188,8 +199,10 @@ class Worker(JobStopping, Poller):
             self.pass_on_ring()
             return self.sleep_at_most(FULL_POOL_WAIT)
         try:
+            # Claimed as not started: until start_waiting marks them, a
+            # cleanup after this process puts them back to ready.
             claims = ReadyExecution.objects.using(self.database).claim(
-                self.selector, wanted, self.process.pk
+                self.selector, wanted, self.process.pk, started=False
             )
         except Exception:
             # Some claims may have committed (an earlier queue's transaction, or
@@ -215,13 +228,58 @@ class Worker(JobStopping, Poller):
         delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
 
+    def flush_batch(self):
+        """How many outcomes may wait for the flush window: a thread's worth.
+
+        A run finished and not written fails with this worker should it be
+        killed (and runs again under a retry policy), so no more wait than
+        about the threads, unless runs are so short that the threads end a
+        batch of them faster than a write could (BATCH_SECONDS of runs):
+        there a batch is what keeps the drain's speed, and the work a kill
+        leaves ambiguous is still that millisecond per thread.
+        """
+        return max(self.pool.size, self.prefetch.runs_within(BATCH_SECONDS))
+
     def start_waiting(self):
-        """Start claimed jobs on the idle threads, in claim order."""
-        while self.waiting and self.pool.idle_threads > 0:
+        """Start claimed jobs on the idle threads, in claim order.
+
+        A claim is marked started before its job starts, in one statement
+        for the claims starting now and, while claiming ahead, for those
+        that will start within a flush window (Prefetch.starts_within): they
+        then start without a round trip each as threads free up. Should this
+        process die, a cleaner fails the marked claims (they may have run)
+        and puts the others back to ready; its own supervisor also knows
+        exactly which marked ones never started (claims_ahead) and puts
+        those back too.
+        """
+        count = min(len(self.waiting), self.pool.idle_threads)
+        if count <= 0:
+            return
+        if any(self.waiting[index].job.pk not in self.marked for index in range(count)):
+            self.mark_started(count)
+        for _ in range(count):
             claim = self.waiting.popleft()
-            self.claims_ahead.release(claim.job.pk)
+            if claim.job.pk not in self.marked:
+                # Resolved by a cleaner while we could not heartbeat: not ours.
+                self.forget(claim.job.pk)
+                continue
+            self.marked.discard(claim.job.pk)
             # The attempt starts now: a claim taken ahead waited for a thread.
             self.perform(replace(claim, claimed_at=timezone.now()))
+
+    def mark_started(self, count):
+        """Mark the next ``count`` waiting claims started, and while claiming
+        ahead a few more; keep in ``marked`` those this process still holds."""
+        extra = self.prefetch.runs_within(FLUSH_WINDOW)
+        upto = min(len(self.waiting), count + extra)
+        job_ids = [
+            self.waiting[index].job.pk
+            for index in range(upto)
+            if self.waiting[index].job.pk not in self.marked
+        ]
+        self.marked |= ClaimedExecution.objects.using(self.database).mark_started(
+            self.process.pk, job_ids
+        )
 
     def running_count(self):
         """How many claimed jobs are running (started, no outcome yet)."""
@@ -382,9 +440,10 @@ class Worker(JobStopping, Poller):
     def forget(self, job_id):
         """This job is no longer this worker's to run or record."""
         self.in_flight.discard(job_id)
+        self.marked.discard(job_id)
+        self.claims_ahead.release(job_id)
         # Claims still waiting leave self.waiting where they are dropped
         # (hand_back_waiting, stop_lost_jobs): not scanned for every job here.
-        self.claims_ahead.release(job_id)
         self.coroutines.pop(job_id, None)
         self.deadlines.forget(job_id)
 

@@ -102,8 +102,11 @@ def test_a_stopped_worker_is_killed_and_its_job_failed_within_the_threshold(
         env={"SQ_TEST_HEARTBEAT": "0.5", "SQ_TEST_ALIVE_THRESHOLD": "2"}
     )
     [worker] = wait_for_boot(supervisor)
-    sleeper = tasks.sleep_for.enqueue(60)
+    notes = tmp_path / "notes"
+    sleeper = tasks.starts_then_sleeps.enqueue(str(notes), 60)
     wait_for(lambda: claimed_by(worker) == 1, message="the worker took the job")
+    # Started, not only claimed: a claim never started goes back to ready.
+    wait_for(notes.exists, message="the job to start")
 
     os.kill(worker.pid, signal.SIGSTOP)
     stopped = time.monotonic()

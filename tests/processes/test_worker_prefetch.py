@@ -8,8 +8,12 @@ cancelled meanwhile is dropped without running.
 
 import pytest
 
+from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, ReadyExecution
+from steady_queue.processes import outcome_recorder
+from steady_queue.processes.claims_ahead import ClaimsAhead
+from steady_queue.processes.outcome_recorder import FLUSH_WINDOW
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 
 from .. import tasks
@@ -116,3 +120,86 @@ def test_claim_ahead_false_claims_for_idle_threads_only(make_worker):
 
     assert len(claimed_ids(worker)) == 2 and not worker.waiting
     assert len(results) == 4
+
+
+def test_only_the_claims_handed_to_threads_are_marked_started(make_worker):
+    # More than a claim takes: a backlog, so the worker claims ahead.
+    enqueue_many(tasks.add, [((n, n), {}) for n in range(MAX_AHEAD + 10)])
+    worker = make_worker(threads=2)
+    short_runs_seen(worker)
+    worker.poll()
+
+    # Marked with them: the claims that start within a flush window (10 runs
+    # of 1 ms on 2 threads). Should the worker die now, a cleaner fails the
+    # two that started and those marked, and puts the rest back to ready (its
+    # own supervisor puts the marked ones back too, by shared memory).
+    waiting = [claim.job.pk for claim in worker.waiting]
+    assert len(waiting) == MAX_AHEAD and len(worker.pool.held) == 2
+    marked = worker.prefetch.runs_within(FLUSH_WINDOW)
+    assert 0 < marked < MAX_AHEAD
+    assert worker.marked == set(waiting[:marked])
+    not_started = ClaimedExecution.objects.not_started()
+    assert set(not_started.values_list("job_id", flat=True)) == set(waiting[marked:])
+
+
+def test_a_waiting_claim_resolved_by_a_cleaner_is_not_run(make_worker):
+    running, ahead = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=1)
+    short_runs_seen(worker)
+    worker.poll()
+    # Pruned while it could not heartbeat: its claim went back to ready, and
+    # another worker took it.
+    ClaimedExecution.objects.filter(job_id=int(ahead.id)).release_all()
+    other = make_worker(threads=1)
+    other.poll()
+
+    worker.pool.run_all()
+    worker.poll()
+
+    assert int(ahead.id) not in worker.in_flight and not worker.pool.held
+    assert other.in_flight == {int(ahead.id)} and len(other.pool.held) == 1
+    assert refreshed(running)[0].status == TaskResultStatus.SUCCESSFUL
+
+
+def test_outcomes_are_written_once_a_threads_worth_waits_whatever_the_window(
+    make_worker, monkeypatch
+):
+    # A window no loaded machine outlasts between two polls.
+    monkeypatch.setattr(outcome_recorder, "FLUSH_WINDOW", 60.0)
+    results = [tasks.add.enqueue(n, n) for n in range(8)]
+    worker = make_worker(threads=2)
+    short_runs_seen(worker)
+    worker.poll()
+    # More jobs wait than were claimed: outcomes wait for the window.
+    short_runs_seen(worker)
+    worker.pool.run_first()
+    # One outcome waits for the window; its thread takes a waiting claim.
+    assert worker.poll() > 0
+    assert worker.running_count() == 2
+
+    worker.pool.run_first()
+    # Two outcomes wait, as many as threads: written now, though two run.
+    # A kill leaves at most about a thread's worth finished and unwritten.
+    worker.poll()
+
+    assert not worker.recorder.pending and worker.running_count() == 2
+    statuses = [r.status for r in refreshed(*results)]
+    assert statuses.count(TaskResultStatus.SUCCESSFUL) == 2
+
+
+def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
+    make_worker,
+):
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    worker = make_worker(threads=2)
+    worker.claims_ahead = ClaimsAhead(8)
+    worker.poll()
+    assert len(worker.pool.held) == 2
+
+    worker.pool.run_first()
+
+    # Its supervisor's view, should the worker die now: the job whose run
+    # began (task_started sent) may have run; the other, handed to a thread
+    # that has not begun it, goes back to ready.
+    assert worker.claims_ahead.never_started() == {int(second.id)}
+    assert refreshed(first)[0].status == TaskResultStatus.RUNNING

@@ -65,6 +65,11 @@ class Command(BaseCommand):
         # check` and `steady_queue check` still run them all.
         if (options.get("action") or start.NAME) == start.NAME:
             options["skip_checks"] = True
+        if options.get("action") == "health" and options.get("liveness_file"):
+            # A liveness probe reads a file's time and nothing else: Django's
+            # system checks would query the database (whether it supports
+            # JSONField, on SQLite and MySQL), and hang with it.
+            options["skip_checks"] = True
         return super().execute(*args, **options)
 
     def check(self, *args, **kwargs):
@@ -82,14 +87,6 @@ class Command(BaseCommand):
         ):
             # Django's own report of them, and its SystemCheckError.
             super().check(*args, **kwargs)
-
-    def execute(self, *args, **options):
-        if options.get("action") == "health" and options.get("liveness_file"):
-            # A liveness probe reads a file's time and nothing else: Django's
-            # system checks would query the database (whether it supports
-            # JSONField, on SQLite and MySQL), and hang with it.
-            options["skip_checks"] = True
-        return super().execute(*args, **options)
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         # No abbreviations: "--queue" before "retry" would silently be taken

@@ -24,8 +24,12 @@ class Claim:
 class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
     """Claims: taken by claim_all, ended by finishing.py's and releasing.py's verbs."""
 
-    def claim_all(self, job_ids, process_id, now):
-        """Record that a process holds these jobs (one multi-row INSERT)."""
+    def claim_all(self, job_ids, process_id, now, started=True):
+        """Record that a process holds these jobs (one multi-row INSERT).
+
+        ``started`` False: claimed for runs that have not begun (a worker's
+        claims wait for mark_started), put back to ready if the process dies.
+        """
         # executemany, not bulk_create: the ORM's insert machinery costs more
         # than the insert on the claim path. The drivers send one statement.
         meta = self.model._meta
@@ -34,13 +38,51 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
         with self.connection.cursor() as cursor:
             cursor.executemany(
                 f"INSERT INTO {quote(meta.db_table)} "
-                f"({quote('job_id')}, {quote('process_id')}, {quote('created_at')}) "
-                "VALUES (%s, %s, %s)",
-                [(job_id, process_id, created_at) for job_id in job_ids],
+                f"({quote('job_id')}, {quote('process_id')}, {quote('created_at')}, "
+                f"{quote('started')}) VALUES (%s, %s, %s, %s)",
+                [(job_id, process_id, created_at, started) for job_id in job_ids],
             )
 
     def held_by(self, process_id):
         return self.filter(process_id=process_id)
+
+    def mark_started(self, process_id, job_ids):
+        """Record that this process starts these claimed jobs' runs (one UPDATE);
+        return the ids it still holds, the only ones it may start.
+
+        Committed before any of them starts: whoever cleans up after the
+        process (its supervisor, another host's prune, a startup) fails a
+        started claim, whose run may have done its work, and puts the others
+        back to ready. A claim missing here was resolved by such a cleaner
+        while this process could not heartbeat: it is no longer ours to run.
+        """
+        if not job_ids:
+            return set()
+        quote = self.connection.ops.quote_name
+        job_id = quote("job_id")
+        where = (
+            f"{quote('process_id')} = %s AND {job_id} IN "
+            f"({', '.join(['%s'] * len(job_ids))})"
+        )
+        table = quote(self.model._meta.db_table)
+        with self.connection.cursor() as cursor:
+            # Every held row counts in rowcount, changed or not (Django's MySQL
+            # connection reports found rows): all held, the common case, costs
+            # this one statement.
+            cursor.execute(
+                f"UPDATE {table} SET {quote('started')} = %s WHERE {where}",
+                [True, process_id, *job_ids],
+            )
+            if cursor.rowcount == len(job_ids):
+                return set(job_ids)
+            cursor.execute(
+                f"SELECT {job_id} FROM {table} WHERE {where}", [process_id, *job_ids]
+            )
+            return {row[0] for row in cursor.fetchall()}
+
+    def not_started(self):
+        """Claims whose runs never began (see mark_started)."""
+        return self.filter(started=False)
 
     def counts_by_process(self):
         """Return {process id: number of jobs it holds}."""
@@ -56,6 +98,9 @@ class ClaimedExecution(Execution):
     """A job held by the process ``process_id`` since ``created_at``."""
 
     process_id = models.BigIntegerField()
+    # False from a worker's claim until it starts the run (mark_started): a
+    # claim of a dead process that never started goes back to ready.
+    started = models.BooleanField(default=True, db_default=True)
 
     objects = ClaimedExecutionQuerySet.as_manager()
 

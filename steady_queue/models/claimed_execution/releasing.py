@@ -5,6 +5,7 @@ cancelled, by a supervisor, a dispatcher or an operator.
 import logging
 
 from django.db import DatabaseError
+from django.db.models import Q
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
@@ -31,9 +32,10 @@ class Releasing:
         ``worker_ids_by_process`` names the workers that had started their
         jobs ({process id: worker name}): each such run counts as an attempt
         (worker_ids, started_at), so a job run again after an interrupted
-        attempt knows it ran before. Claims of other processes were never
-        started and count nothing. A job under @limits_rate passes its rate
-        limits again (it may wait, blocked, for room in its windows).
+        attempt knows it ran before. Claims of other processes, and claims
+        never started (mark_started), count nothing. A job under @limits_rate
+        passes its rate limits again (it may wait, blocked, for room in its
+        windows).
         """
         worker_ids_by_process = worker_ids_by_process or {}
         with atomic(using=self.db):
@@ -55,9 +57,9 @@ class Releasing:
             )
             started = []
             for job in jobs:
-                process_id, claimed_at = claims[job.pk]
+                process_id, claimed_at, run_began = claims[job.pk]
                 worker_id = worker_ids_by_process.get(process_id)
-                if worker_id is not None:
+                if worker_id is not None and run_began:
                     job.count_run_by(worker_id)
                     job.started_at = job.started_at or claimed_at
                     job.last_attempted_at = claimed_at
@@ -102,13 +104,15 @@ class Releasing:
     def _take_claims(self, columns):
         """Delete these claims; return them and their jobs.
 
-        The claims are {job id: (process id, claimed at)}; the jobs are loaded
+        The claims are {job id: (process id, claimed at, started)}; the jobs are loaded
         with ``columns(queryset)`` choosing what to read. Waits for locks
         (delete_returning): of two callers, only the first gets a claim back,
         and with it the say over its job's outcome.
         """
-        rows = self.delete_returning(["job", "process_id", "created_at"])
-        claims = {job_id: (process_id, at) for job_id, process_id, at in rows}
+        rows = self.delete_returning(["job", "process_id", "created_at", "started"])
+        claims = {
+            job_id: (process_id, at, began) for job_id, process_id, at, began in rows
+        }
         jobs = models_package.Job.objects.using(self.db).filter(pk__in=claims)
         return claims, list(columns(jobs))
 
@@ -192,6 +196,35 @@ class Releasing:
         )
         failed = self.fail_all_with(error, names, runs_go_on=True)
         return [job.pk for job in failed]
+
+    def resolve_with(self, error, worker_ids_by_process=None, never_started=()):
+        """End the claims of processes that are gone: those whose runs never
+        started go back to ready, counting no attempt; the started ones are
+        failed with ``error``, job by job (fail_each_with). Returns the failed
+        jobs.
+
+        What a run did is known only once it started: a claim taken and not
+        started (a worker's claims ahead, or one killed before its threads
+        began them) is safe to run again, a started one may have done its
+        work. The database says which (mark_started), so every cleaner, the
+        process's supervisor, another host's prune or a restart, sees it. A
+        worker marks a few claims ahead of their start; its supervisor knows
+        those exactly (``never_started``, read from memory it shares with
+        the worker) and puts them back too.
+        """
+        # Not-started first. Each claim goes to whoever deletes it: a run the
+        # process starts meanwhile (mark_started committed first) is no
+        # longer matched here and is failed with the others below.
+        released = self.filter(
+            Q(started=False) | Q(job_id__in=never_started)
+        ).release_all()
+        if released:
+            logger.info(
+                "%s claim(s) of gone processes never started; back to ready: %s",
+                len(released),
+                ", ".join(str(job_id) for job_id in sorted(released)),
+            )
+        return self.fail_each_with(error, worker_ids_by_process)
 
     def fail_each_with(self, error, worker_ids_by_process=None):
         """Fail these claims like fail_all_with, one job per transaction.

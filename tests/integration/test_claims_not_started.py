@@ -1,0 +1,148 @@
+"""Claims a worker took ahead of its threads and never started go back to ready
+whoever cleans up after it: its supervisor after a kill -9 or a kill for an
+overrun, or another host's supervisor pruning a tree that died whole. Each
+such job then runs exactly once; only the job that was running fails."""
+
+import os
+import signal
+
+import pytest
+from django.db import transaction
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution, Job, Process
+
+from .. import tasks
+from ..helpers import wait_for
+from .support import (
+    account_for,
+    enqueue_records,
+    is_running,
+    last_error_class,
+    live_group_members,
+    rows,
+    status_of,
+    wait_for_boot,
+    wait_for_exit,
+    wait_for_log,
+    wait_for_workers,
+    wait_until_settled,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+EXIT_ERROR = "steady_queue.exceptions.ProcessExitError"
+PRUNED_ERROR = "steady_queue.exceptions.ProcessPrunedError"
+TIMEOUT_ERROR = "steady_queue.exceptions.TaskTimeoutError"
+# Backtracking over this many characters holds the GIL for minutes.
+ENDLESS_REGEX = 34
+BEHIND = 5
+
+
+def claimed_by(process):
+    return ClaimedExecution.objects.filter(process_id=process.pk).count()
+
+
+def hold_claims_ahead(supervisor, path, long_job):
+    """Warm the worker up on short runs, then give it a long job and BEHIND
+    short ones committed together: it claims the long one, and some of the
+    rest ahead of its busy thread. Return (worker, long job, jobs behind,
+    warm-up count)."""
+    [worker] = wait_for_boot(supervisor)
+    warm_up = enqueue_records(path, 10, prefix="warm-up")
+    wait_until_settled(len(warm_up))
+    with transaction.atomic():
+        running = long_job()
+        behind = enqueue_records(path, BEHIND, prefix="behind")
+    # How many it takes ahead depends on how short the warm-up runs were.
+    wait_for(lambda: claimed_by(worker) >= 2, message="some claimed ahead")
+    return worker, running, behind, len(warm_up)
+
+
+def assert_ran_once_each_on(behind, path, worker_names):
+    assert account_for(behind, path)[:2] == (BEHIND, 0)
+    for result in behind:
+        job = Job.objects.get(pk=result.id)
+        # No attempt counted on the dead worker: it never started them.
+        assert len(job.worker_ids) == 1 and job.worker_ids[0] in worker_names
+        assert job.errors == []
+
+
+def test_a_worker_killed_with_claims_ahead_sends_them_back_to_run_once(
+    start_supervisor, tmp_path
+):
+    path, notes = tmp_path / "runs", tmp_path / "notes"
+    supervisor = start_supervisor(env={"SQ_TEST_THREADS": "1"})
+    worker, sleeper, behind, warmed = hold_claims_ahead(
+        supervisor, path, lambda: tasks.starts_then_sleeps.enqueue(str(notes), 60)
+    )
+    wait_for(notes.exists, message="the sleeper to start")
+
+    os.kill(worker.pid, signal.SIGKILL)
+
+    [replacement] = wait_for_workers(1, exclude_pids={worker.pid})
+    wait_until_settled(warmed + 1 + BEHIND)
+    assert status_of(sleeper) == TaskResultStatus.FAILED
+    assert last_error_class(sleeper) == EXIT_ERROR
+    assert_ran_once_each_on(behind, path, {replacement.name})
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_a_worker_killed_for_an_overrun_sends_its_claims_ahead_back(
+    start_supervisor, tmp_path
+):
+    path, notes, go = tmp_path / "runs", tmp_path / "notes", tmp_path / "go"
+    supervisor = start_supervisor(env={"SQ_TEST_THREADS": "1"})
+    worker, stuck, behind, warmed = hold_claims_ahead(
+        supervisor,
+        path,
+        lambda: tasks.waits_then_backtracks.enqueue(str(notes), str(go), ENDLESS_REGEX),
+    )
+    # The long job holds the GIL now: the worker cannot stop it at its
+    # timeout, and its supervisor kills it (the path that fails its jobs).
+    go.touch()
+
+    wait_for(
+        lambda: status_of(stuck) == TaskResultStatus.FAILED,
+        timeout=20,
+        message="the job holding the GIL failed",
+    )
+    assert last_error_class(stuck) == TIMEOUT_ERROR
+    wait_for(lambda: not is_running(worker.pid), message="the stuck worker is gone")
+    [replacement] = wait_for_workers(1, exclude_pids={worker.pid})
+    wait_until_settled(warmed + 1 + BEHIND)
+    assert_ran_once_each_on(behind, path, {replacement.name})
+    wait_for_log(supervisor, f"1 job(s) held by {worker.name} failed (timed out)")
+    assert "failed (killed)" not in supervisor.log()
+
+
+def test_a_tree_killed_whole_and_pruned_by_another_supervisor_sends_claims_back(
+    start_supervisor, tmp_path
+):
+    path, notes = tmp_path / "runs", tmp_path / "notes"
+    first = start_supervisor(env={"SQ_TEST_THREADS": "1"})
+    worker, sleeper, behind, warmed = hold_claims_ahead(
+        first, path, lambda: tasks.starts_then_sleeps.enqueue(str(notes), 60)
+    )
+    wait_for(notes.exists, message="the sleeper to start")
+    dead_names = {row.name for row in rows()}
+
+    # The plug is pulled: the whole tree dies at once, with whatever it knew.
+    first.kill_group()
+    wait_for(lambda: live_group_members(first.pid) == [], message="the tree died")
+
+    successor = start_supervisor(
+        env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
+    )
+    wait_for(
+        lambda: not Process.objects.filter(name__in=dead_names).exists(),
+        timeout=20,
+        message="the dead tree's rows were pruned",
+    )
+    wait_until_settled(warmed + 1 + BEHIND)
+    assert status_of(sleeper) == TaskResultStatus.FAILED
+    assert last_error_class(sleeper) == PRUNED_ERROR
+    successors = {row.name for row in rows("worker")}
+    assert_ran_once_each_on(behind, path, successors)
+    wait_for_log(successor, f"1 job(s) held by {worker.name} failed (pruned)")
