@@ -14,6 +14,7 @@ The directory is this user's alone, or refused (directory.py), and a ring
 reads a bounded part of it.
 """
 
+import atexit
 import logging
 import os
 import random
@@ -178,6 +179,17 @@ def _sender():
             made.setblocking(False)
             _sender_socket = made
         return _sender_socket
+
+
+@atexit.register
+def _close_sender():
+    """Close the sender as the interpreter exits: one left open for the
+    garbage collector to find is reported as a ResourceWarning."""
+    global _sender_socket
+    with _sender_lock:
+        if _sender_socket is not None:
+            _sender_socket.close()
+            _sender_socket = None
 
 
 class Doorbell:

@@ -252,20 +252,23 @@ class Worker(JobStopping, Poller):
         exactly which marked ones never started (claims_ahead) and puts
         those back too.
         """
-        count = min(len(self.waiting), self.pool.idle_threads)
-        if count <= 0:
-            return
-        if any(self.waiting[index].job.pk not in self.marked for index in range(count)):
-            self.mark_started(count)
-        for _ in range(count):
-            claim = self.waiting.popleft()
-            if claim.job.pk not in self.marked:
-                # Resolved by a cleaner while we could not heartbeat: not ours.
-                self.forget(claim.job.pk)
-                continue
-            self.marked.discard(claim.job.pk)
-            # The attempt starts now: a claim taken ahead waited for a thread.
-            self.perform(replace(claim, claimed_at=timezone.now()))
+        # A loop, not one round: a pool that runs its jobs inline (Burst's,
+        # for run_pending) has an idle thread again after each of them.
+        while self.waiting and self.pool.idle_threads > 0:
+            count = min(len(self.waiting), self.pool.idle_threads)
+            if any(
+                self.waiting[index].job.pk not in self.marked for index in range(count)
+            ):
+                self.mark_started(count)
+            for _ in range(count):
+                claim = self.waiting.popleft()
+                if claim.job.pk not in self.marked:
+                    # Resolved by a cleaner while we could not heartbeat: not ours.
+                    self.forget(claim.job.pk)
+                    continue
+                self.marked.discard(claim.job.pk)
+                # The attempt starts now: a claim taken ahead waited for a thread.
+                self.perform(replace(claim, claimed_at=timezone.now()))
 
     def mark_started(self, count):
         """Mark the next ``count`` waiting claims started, and while claiming

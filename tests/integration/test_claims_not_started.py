@@ -29,7 +29,11 @@ from .support import (
     wait_until_settled,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 EXIT_ERROR = "steady_queue.exceptions.ProcessExitError"
 PRUNED_ERROR = "steady_queue.exceptions.ProcessPrunedError"

@@ -111,9 +111,10 @@ def test_a_killed_holders_slot_goes_to_the_next_blocked_job(start_supervisor, tm
     assert BlockedExecution.objects.count() == 3
     supervisor = start_supervisor()
     wait_for_boot(supervisor)
+    # Started: a claim killed before its run began goes back to ready instead.
     claim = wait_for(
-        lambda: ClaimedExecution.objects.filter(job_id=holder.id).first(),
-        message="the long job claimed",
+        lambda: ClaimedExecution.objects.filter(job_id=holder.id, started=True).first(),
+        message="the long job claimed and started",
     )
     worker = Process.objects.get(pk=claim.process_id)
 

@@ -14,7 +14,11 @@ from .. import tasks
 from ..helpers import wait_for
 from .support import kill_random_worker, wait_for_boot
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 WORKERS = 2
 ENVIRONMENT = {"SQ_TEST_WORKER_PROCESSES": str(WORKERS)}

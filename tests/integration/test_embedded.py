@@ -32,7 +32,11 @@ from .support import (
     wait_for_workers,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 PRUNED_ERROR = "steady_queue.exceptions.ProcessPrunedError"
 # What docs/deployment.rst's blocks leave out for tests run side by side: no

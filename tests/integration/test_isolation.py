@@ -25,7 +25,11 @@ from .support import (
 )
 from .test_rate_limits import most_in_any_window
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 @pytest.fixture(params=["repeatable read", "serializable"])

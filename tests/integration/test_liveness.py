@@ -12,7 +12,11 @@ from django.db import connection
 from ..helpers import wait_for
 from .support import ROOT, is_running, wait_for_boot, wait_for_workers
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def probe(path, max_age):

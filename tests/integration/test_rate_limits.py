@@ -124,7 +124,7 @@ def test_ten_starts_a_second_hold_across_two_supervisors(start_supervisor, tmp_p
     # loaded (SQ_TEST_TIME_SCALE, five lanes on two cores) every claim and
     # wake-up is slower: the window's exactness above still holds to the
     # letter, its throughput is allowed the extra time the load takes.
-    allowed = 22.0 if TIME_SCALE <= 1 else 20.0 + 2.0 * TIME_SCALE
+    allowed = 22.0 if TIME_SCALE <= 1 else 20.0 + 4.0 * TIME_SCALE
     assert took <= allowed, took
     # Both supervisors' workers ran some.
     workers = {job.worker_ids[-1] for job in jobs}

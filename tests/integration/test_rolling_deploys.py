@@ -26,6 +26,7 @@ from .support import runs_by_label, status_of, wait_for_exit
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.newest_django,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not (ROOT / ".git").exists(), reason="needs a git checkout to extract from"

@@ -17,7 +17,11 @@ from ..helpers import wait_for
 from ..span_file import named, read_spans
 from .support import wait_for_boot
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.newest_django,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def runs_in(path, count):

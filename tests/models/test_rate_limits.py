@@ -1,6 +1,7 @@
 """Rate windows and stacked limits, through the models' verbs: who is made
 ready, who waits on what, and what each window counts."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -139,12 +140,16 @@ def test_only_as_many_go_as_the_window_has_room_for(tmp_path):
     claim_all()
     let_the_window_pass(f"{TEN}/a")
 
+    began = time.monotonic()
     released, opens_in = BlockedExecution.objects.release_due_rates()
+    took = time.monotonic() - began
 
     assert [job.pk for job in released] == [int(r.id) for r in results[10:20]]
     assert ids(BlockedExecution) == job_ids(*results[20:])
-    # The ten just let go have not started: the window opens a period on.
-    assert 0.5 < opens_in <= 1.0
+    # The ten just let go have not started: the window opens a period on
+    # (less the time the release itself took, which a loaded machine
+    # stretches).
+    assert 0.5 - took < opens_in <= 1.0
 
 
 def test_an_arrival_waits_behind_the_jobs_already_waiting(tmp_path):
