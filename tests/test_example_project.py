@@ -32,4 +32,4 @@ def test_the_example_shops_tests_pass_with_the_testing_helpers(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Ran 3 tests" in result.stderr
+    assert "Ran 4 tests" in result.stderr

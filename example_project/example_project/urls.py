@@ -9,4 +9,9 @@ urlpatterns = [
     path("steady_queue/", include("steady_queue.urls")),
     path("orders/", views.place_order, name="place-order"),
     path("orders/<int:order_id>/", views.order_status, name="order-status"),
+    path(
+        "orders/<int:order_id>/payment-confirmed/",
+        views.payment_webhook,
+        name="payment-webhook",
+    ),
 ]

@@ -1,4 +1,4 @@
-"""The shop's models: an order a customer placed, and its shipment."""
+"""The shop's models: an order a customer placed, its charges and its shipment."""
 
 from django.db import models
 from steady_queue.statemachines import State, StateField, StateGraph, StatorModel
@@ -15,6 +15,18 @@ class Order(models.Model):
 
     def __str__(self):
         return f"Order {self.pk}: {self.item} for {self.customer_email}"
+
+
+class Charge(models.Model):
+    """A (pretend) charge on the customer's card: one row per call to the
+    payment provider, so the demo can count that a card is charged once."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="charges")
+    amount = models.DecimalField(max_digits=10, decimal_places=2)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"Charge {self.pk}: {self.amount} for order {self.order_id}"
 
 
 class ShipmentStates(StateGraph):

@@ -11,7 +11,17 @@ from decimal import Decimal
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 from django.utils import timezone
-from steady_queue import limits_concurrency, limits_rate, retry, timeout, unique
+from steady_queue import (
+    dependency_results,
+    emit_event,
+    limits_concurrency,
+    limits_rate,
+    retry,
+    step,
+    timeout,
+    unique,
+    wait_for_event,
+)
 from steady_queue.recurring import recurring
 
 try:
@@ -19,7 +29,7 @@ try:
 except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks import task
 
-from .models import Order
+from .models import Charge, Order
 
 
 class PaymentDeclined(Exception):
@@ -165,3 +175,61 @@ def alert_purchasing(batch):
         ["purchasing@example.com"],
     )
     return {"to": "purchasing@example.com", "sent": sent}
+
+
+# --- The order workflow ------------------------------------------------------
+# charge_order and reserve_stock run side by side; ship_order waits for both
+# (the demo enqueues it inside steady_queue.depends_on()). charge_order charges
+# the card in a durable step, then waits for the payment provider to confirm
+# the payment, an event, without holding a worker: when the event comes, the
+# job runs again from the top, and the step returns the stored charge instead
+# of charging the card a second time. See docs/workflows.rst.
+
+
+def payment_confirmed(order_id):
+    """The name of the event the payment provider's webhook emits for an order."""
+    return f"payment-confirmed:{order_id}"
+
+
+def charge_with_provider(order_id):
+    """The (pretend) call to the payment provider: one Charge row per call."""
+    order = Order.objects.get(pk=order_id)
+    charge = Charge.objects.create(order=order, amount=order.amount)
+    return {"charge": charge.pk, "amount": str(charge.amount)}
+
+
+@task
+def charge_order(order_id):
+    """Charge once, then park until the payment is confirmed (5 minutes at most)."""
+    charge = step("charge", charge_with_provider, order_id)
+    confirmed = wait_for_event(
+        payment_confirmed(order_id), timeout=timedelta(minutes=5)
+    )
+    return {**charge, "confirmation": confirmed["reference"]}
+
+
+@task
+def reserve_stock(order_id):
+    """Put the ordered item aside; runs beside charge_order."""
+    order = Order.objects.get(pk=order_id)
+    return {"item": order.item, "reserved": 1}
+
+
+@task
+def ship_order(order_id):
+    """Runs once charge_order and reserve_stock both succeeded; reads their results."""
+    charged, reserved = dependency_results()
+    return {
+        "order": order_id,
+        "charge": charged.return_value["charge"],
+        "item": reserved.return_value["item"],
+    }
+
+
+@task
+def confirm_payment(order_id):
+    """Stands in for the provider's webhook (shop.views.payment_webhook)."""
+    emit_event(
+        payment_confirmed(order_id), payload={"reference": f"PAY-{order_id:05d}"}
+    )
+    return {"event": payment_confirmed(order_id)}

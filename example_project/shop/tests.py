@@ -7,6 +7,7 @@ the same serialization, decorators and results as in production.
 
 from django.core import mail
 from django.test import TestCase
+from steady_queue import depends_on
 from steady_queue.testing import assert_enqueued, capture_enqueued, run_pending
 
 from . import tasks
@@ -56,3 +57,38 @@ class PlacingAnOrderTests(TestCase):
         self.assertEqual(run_pending(), 1)
         report = tasks.build_sales_report.get_result(first.id).return_value
         self.assertEqual(report["orders"], 0)
+
+
+class OrderWorkflowTests(TestCase):
+    def test_the_card_is_charged_once_and_the_order_ships_once_paid(self):
+        order = Order.objects.create(
+            customer_email="ada@example.com", item="Teapot", amount="25.00"
+        )
+        charge = tasks.charge_order.enqueue(order.pk)
+        reserve = tasks.reserve_stock.enqueue(order.pk)
+        with depends_on(charge, reserve):
+            ship = tasks.ship_order.enqueue(order.pk)
+
+        # The stock is reserved; the charge is made, then waits for the
+        # provider's confirmation; the shipment waits for both.
+        run_pending()
+        self.assertEqual(
+            tasks.reserve_stock.get_result(reserve.id).status, "SUCCESSFUL"
+        )
+        self.assertEqual(tasks.charge_order.get_result(charge.id).status, "READY")
+        self.assertEqual(tasks.ship_order.get_result(ship.id).status, "READY")
+
+        response = self.client.post(
+            f"/orders/{order.pk}/payment-confirmed/", {"reference": "PAY-1"}
+        )
+        self.assertEqual(response.json()["released"], 1)
+
+        # charge_order runs again from the top: its step returns the stored
+        # charge, so the card is not charged twice; then the order ships.
+        run_pending()
+        charged = tasks.charge_order.get_result(charge.id)
+        self.assertEqual(charged.return_value["confirmation"], "PAY-1")
+        self.assertEqual(order.charges.count(), 1)
+        shipped = tasks.ship_order.get_result(ship.id)
+        self.assertEqual(shipped.status, "SUCCESSFUL")
+        self.assertEqual(shipped.return_value["charge"], charged.return_value["charge"])

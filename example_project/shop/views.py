@@ -5,9 +5,10 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
+from steady_queue import emit_event
 
 from .models import Order
-from .tasks import send_order_confirmation
+from .tasks import payment_confirmed, send_order_confirmation
 
 try:
     from django.tasks.exceptions import TaskResultDoesNotExist
@@ -58,3 +59,21 @@ def order_status(request, order_id):
             "finished_at": result.finished_at,
         }
     )
+
+
+@csrf_exempt  # a real provider's callback would be signed, and its signature checked
+@require_POST
+def payment_webhook(request, order_id):
+    """The payment provider confirms an order's payment: emit the event its
+    charge_order job waits for (docs/workflows.rst).
+
+    The event is written in this request's transaction: were it to roll back,
+    no job would be released.
+    """
+    order = get_object_or_404(Order, pk=order_id)
+    with transaction.atomic():
+        released = emit_event(
+            payment_confirmed(order.pk),
+            payload={"reference": request.POST.get("reference", "")},
+        )
+    return JsonResponse({"order": order.pk, "released": released})

@@ -23,7 +23,7 @@ from django.utils.module_loading import import_string
 from steady_queue.models import Job
 
 from shop import tasks
-from shop.models import Order, Shipment
+from shop.models import Charge, Order, Shipment
 
 try:
     from django.tasks import TaskResultStatus
@@ -33,6 +33,9 @@ except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks.exceptions import TaskResultDoesNotExist
 
 REMINDER_DELAY = 5  # seconds; long enough to see the dispatcher at work
+# The (pretend) payment provider confirms the workflow's payment this late:
+# until then charge_order waits, parked, holding no worker.
+CONFIRMATION_DELAY = 2  # seconds
 
 # The restock batch: one restock_item job per product. The supplier has
 # discontinued the last one (shop/tasks.py), so that job fails and the batch
@@ -222,7 +225,34 @@ class Command(BaseCommand):
             },
         }
 
-        # 10. Enqueue inside a transaction that rolls back: no job is left.
+        # 10. A workflow: charge and reserve side by side, ship once both
+        #     succeeded. charge_order charges in a durable step, then waits
+        #     for the provider's "payment confirmed" event, which
+        #     confirm_payment emits (standing in for the webhook view) a
+        #     little later: charge_order then runs again, and its step
+        #     returns the stored charge instead of charging twice.
+        charge = tasks.charge_order.enqueue(second.pk)
+        reserve = tasks.reserve_stock.enqueue(second.pk)
+        with steady_queue.depends_on(charge, reserve):
+            ship = tasks.ship_order.enqueue(second.pk)
+        confirm_at = timezone.now() + timedelta(seconds=CONFIRMATION_DELAY)
+        confirm = tasks.confirm_payment.using(run_after=confirm_at).enqueue(second.pk)
+        add(charge, f"charge_order({second.pk})", note="step, waits for an event")
+        add(reserve, f"reserve_stock({second.pk})", note="beside charge_order")
+        add(ship, f"ship_order({second.pk})", note="depends_on charge, reserve")
+        add(
+            confirm,
+            f"confirm_payment({second.pk})",
+            note=f"emits the event, +{CONFIRMATION_DELAY}s",
+        )
+        workflow = {
+            "order": second.pk,
+            "charge": charge.id,
+            "reserve": reserve.id,
+            "ship": ship.id,
+        }
+
+        # 11. Enqueue inside a transaction that rolls back: no job is left.
         try:
             with transaction.atomic():
                 doomed = tasks.send_order_confirmation.enqueue(first.pk)
@@ -236,7 +266,11 @@ class Command(BaseCommand):
             rolled_back = True
 
         manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_text(json.dumps({"tasks": entries, "batch": batch}, indent=2))
+        manifest.write_text(
+            json.dumps(
+                {"tasks": entries, "batch": batch, "workflow": workflow}, indent=2
+            )
+        )
 
         self.stdout.write(
             f"Created {len(orders)} orders and enqueued {len(entries)} tasks, "
@@ -361,6 +395,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         rate_problems = self.report_rate(entries)
         self.stdout.write("")
+        workflow_problems = self.report_workflow(manifest["workflow"])
+        self.stdout.write("")
         undelivered = [s for s in shipments if s.state != "delivered"]
         if undelivered:
             raise CommandError(f"{len(undelivered)} shipment(s) not delivered.")
@@ -380,6 +416,10 @@ class Command(BaseCommand):
             self.stderr.write(problem)
         if rate_problems:
             raise CommandError("A rate limit did not hold.")
+        for problem in workflow_problems:
+            self.stderr.write(problem)
+        if workflow_problems:
+            raise CommandError("The order workflow did not run as expected.")
         failed = sum(entry["expect"] == TaskResultStatus.FAILED for entry in entries)
         batch = manifest["batch"]
         called = [CALLBACKS[event][0] for event in batch["expect"]["callbacks"]]
@@ -418,6 +458,40 @@ class Command(BaseCommand):
         if most > tasks.SUPPLIER_RATE:
             return [f"restock_item started {most} times within one second."]
         return []
+
+    def report_workflow(self, workflow):
+        """Print how the order workflow ran; return what was unexpected (a
+        second charge, or a shipment that started before its dependencies
+        ended)."""
+        order = workflow["order"]
+        charge = tasks.charge_order.get_result(workflow["charge"])
+        reserve = tasks.reserve_stock.get_result(workflow["reserve"])
+        ship = tasks.ship_order.get_result(workflow["ship"])
+        charges = Charge.objects.filter(order_id=order).count()
+        self.stdout.write(f"Workflow (order {order}, docs/workflows.rst):")
+        times = {1: "once"}.get(charges, f"{charges} times")
+        self.stdout.write(
+            f"  charge_order   {charge.status}: the card was charged {times}, "
+            "though the job ran again once the payment was confirmed"
+        )
+        self.stdout.write(f"  reserve_stock  {reserve.status}, beside it")
+        problems = []
+        if charges != 1:
+            problems.append(
+                f"workflow: the card was charged {charges} times, not once."
+            )
+        ended = [result.finished_at for result in (charge, reserve)]
+        if None in ended or ship.started_at is None:
+            problems.append("workflow: a job of the workflow has not run.")
+            return problems
+        waited = (ship.started_at - max(ended)).total_seconds()
+        self.stdout.write(
+            f"  ship_order     {ship.status}: started {waited:.2f} s after the "
+            f"later of the two ended, read {json.dumps(ship.return_value)}"
+        )
+        if waited < 0:
+            problems.append("workflow: ship_order started before its dependencies.")
+        return problems
 
     def report_batch(self, expected):
         """Print the batch's outcome and its callbacks; return what was unexpected."""
