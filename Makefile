@@ -16,7 +16,7 @@ WITH := -e ".[postgres,pymysql,test]" sphinx ruff import-linter
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo bench bench-limits bench-scale docs lint lint-imports clean env chromium \
+.PHONY: test test-fast demo bench bench-limits bench-workflows bench-scale docs lint lint-imports clean env chromium \
 	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
@@ -66,10 +66,16 @@ bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/run.py $(ARGS)
 	@$(PYTHON) bench/held_xmin.py
 	@$(VENVS)/dj61/bin/python bench/limits.py
+	@$(VENVS)/dj61/bin/python bench/workflows.py
 
 # What rate and concurrency limits cost per job, on each database (~2 minutes).
 bench-limits: $(VENVS)/dj61/.installed
 	@$(VENVS)/dj61/bin/python bench/limits.py $(ARGS)
+
+# What dependencies, durable steps, waits and sleeps cost per job, on each
+# database (100 jobs a case, under 2 minutes; --jobs N in ARGS).
+bench-workflows: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/python bench/workflows.py $(ARGS)
 
 # Enqueue, pickup and drain on empty tables, then beside 1,000,000 finished
 # and 100,000 waiting jobs (docs/performance.rst, "Cost as work grows").
