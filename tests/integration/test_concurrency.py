@@ -124,7 +124,12 @@ def test_a_killed_holders_slot_goes_to_the_next_blocked_job(start_supervisor, tm
     settled_in = time.monotonic() - killed_at
 
     assert statuses(waiting) == {TaskResultStatus.SUCCESSFUL: 3}
-    assert FailedExecution.objects.filter(job_id=holder.id).exists()
+    # Failed with its worker if its run had begun; if the kill came between
+    # the claim's start mark and the run (its supervisor knows), it went back
+    # to ready and is the one running or waiting again: never lost.
+    assert FailedExecution.objects.filter(job_id=holder.id).exists() or (
+        Job.objects.filter(pk=holder.id, finished_at__isnull=True).exists()
+    )
     assert most_at_once(intervals(path)["held"]) == 1
     # Within the limit's duration (5 s) plus one maintenance interval (1 s).
     assert settled_in < 6, settled_in
