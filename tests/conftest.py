@@ -13,9 +13,12 @@ from django.db import connection
 
 from steady_queue.compat import task_backends
 
+from . import emptying
 from .helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+
+emptying.install()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -33,6 +33,9 @@ MIDDLEWARE = [
 ]
 # tests/embedded_site: the site real uvicorn and gunicorn processes serve.
 ROOT_URLCONF = os.environ.get("SQ_TEST_ROOT_URLCONF", "tests.urls")
+# A fast hash: the admin tests create a user each (the default hasher costs
+# about half a second of CPU a password).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # tests/urls.py routes the metrics view with no token on purpose (for
 # tests/test_metrics.py); the supervisors here heartbeat every second and are
 # pruned after five, shorter than W004 allows, so the suite runs fast. Each

@@ -125,6 +125,10 @@ def records_start_and_end_retried(path, label, seconds):
 
 def _record_interval(path, key, seconds):
     started = time.time()
+    # Its start, apart: a test that kills or cancels a run waits for the run
+    # to have begun (a claim taken ahead, even one marked started, may not
+    # have yet). tests/integration/support.py: runs_started.
+    _note(f"{path}.started", f"{key} {os.getpid()}")
     time.sleep(seconds)
     with open(path, "a") as file:
         file.write(f"{key} {started} {time.time()} {os.getpid()}\n")

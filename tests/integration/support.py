@@ -278,6 +278,16 @@ def intervals(path):
     return found
 
 
+def runs_started(path, key):
+    """How many runs of ``key`` a limited task has begun (it notes each start
+    in ``<path>.started`` before its work)."""
+    try:
+        with open(f"{path}.started") as file:
+            return sum(1 for line in file if line.split()[0] == key)
+    except FileNotFoundError:
+        return 0
+
+
 def most_at_once(spans):
     """The largest number of spans that overlap at any moment."""
     # At equal times an end sorts before a start: touching spans do not overlap.

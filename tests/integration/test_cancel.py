@@ -8,12 +8,12 @@ import pytest
 from django.core.management import call_command
 
 from steady_queue.compat import TaskResultStatus
-from steady_queue.models import ClaimedExecution
 
 from .. import tasks
 from ..helpers import wait_for
 from .support import (
     rows,
+    runs_started,
     statuses,
     wait_for_boot,
     wait_for_exit,
@@ -125,8 +125,10 @@ def pids_of(path):
     return [int(line.split()[3]) for line in path.read_text().splitlines()]
 
 
-def running(result):
-    return ClaimedExecution.objects.filter(job_id=result.id).exists()
+def running(path, key):
+    """A limited task's run of ``key`` has begun (its claim alone, taken ahead,
+    says only that it will)."""
+    return runs_started(str(path), key) > 0
 
 
 def test_in_thread_mode_a_cancelled_limited_run_keeps_its_slot_until_it_returns(
@@ -137,7 +139,7 @@ def test_in_thread_mode_a_cancelled_limited_run_keeps_its_slot_until_it_returns(
     path = tmp_path / "runs"
     # Both under one key (the second argument): the second waits for a slot.
     first = tasks.one_at_a_time.enqueue(str(path), "first", 3)
-    wait_for(lambda: running(first), timeout=20, message="first running")
+    wait_for(lambda: running(path, "first"), timeout=20, message="first running")
     second = tasks.one_at_a_time.enqueue(str(path), "first", 0)
 
     assert "Cancelled 1 running job(s)." in cancel(first)
@@ -160,10 +162,10 @@ def test_a_forked_worker_is_replaced_at_once_and_the_slot_waits_for_it(
     [worker] = wait_for_boot(supervisor)
     path, other_notes = tmp_path / "runs", tmp_path / "other"
     # One worker runs both: the cancelled limited job and an unrelated one.
-    other = tasks.runs_for.enqueue(str(other_notes), 60)
+    tasks.runs_for.enqueue(str(other_notes), 60)
     cancelled = tasks.one_at_a_time.enqueue(str(path), "k", 60)
     wait_for(
-        lambda: running(other) and running(cancelled),
+        lambda: notes(other_notes) == ["started"] and running(path, "k"),
         timeout=20,
         message="both jobs running",
     )
