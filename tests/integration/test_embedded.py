@@ -130,6 +130,10 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def start_server(tmp_path, docs_site, started_supervisors):
     """Start a server (argv from uvicorn(), gunicorn() ...) on the test database,
@@ -154,6 +158,10 @@ def start_server(tmp_path, docs_site, started_supervisors):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # As from a terminal: a suite started in the background (CI,
+                # `make test &`) passes on SIGINT ignored, and Ctrl-C is what
+                # these servers are stopped with.
+                preexec_fn=default_sigint,
             )
         server = Server(popen, log_path, port)
         started.append(server)
