@@ -206,10 +206,17 @@ def test_a_real_prometheus_scrapes_the_endpoint_and_answers_the_dashboard(
             timeout=30,
             interval=0.2,
         )
-        # rate() needs two samples in its window.
+        # rate() needs two samples of its series in its window: two of `up`
+        # are not enough, a scrape that timed out on a loaded machine
+        # records up=0 and no runs.
         wait_for(
             lambda: (
-                (prometheus.value('count_over_time(up{job="steady_queue"}[1m])') or 0)
+                (
+                    prometheus.value(
+                        'min(count_over_time(steady_queue_runs_total{status="succeeded"}[1m]))'
+                    )
+                    or 0
+                )
                 >= 2
             ),
             timeout=30,
