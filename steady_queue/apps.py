@@ -31,7 +31,8 @@ class SteadyQueueConfig(AppConfig):
         checks.register(check_queue_databases, checks.Tags.database)
 
         # STEADY_QUEUE_EMBEDDED_RUNSERVER: workers inside runserver's serving
-        # process. Imported here: it reaches the models, loaded by now.
+        # process. The supervisor and its processes are imported there only,
+        # once the models are loaded: every other process skips them.
         from .embedded.runserver import start_if_serving
 
         start_if_serving()

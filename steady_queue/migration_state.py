@@ -5,6 +5,7 @@ failed, so a missing ``migrate`` is named as such instead of surfacing as a
 raw "no such table" from deep inside a worker or a view.
 """
 
+from functools import cache
 from pathlib import Path
 
 from django.db import DatabaseError, connections
@@ -56,10 +57,13 @@ def all_recorded(database):
     return names <= recorded
 
 
+@cache
 def migration_names():
-    """The names of our migration files, read off the package's directory."""
+    """The names of our migration files, read off the package's directory
+    once a process: a start asks twice (before it starts, and in its
+    database's checks), and the files do not change under a running one."""
     folder = Path(__file__).resolve().parent / "migrations"
-    return {path.stem for path in folder.glob("[0-9][0-9][0-9][0-9]_*.py")}
+    return frozenset(path.stem for path in folder.glob("[0-9][0-9][0-9][0-9]_*.py"))
 
 
 def not_migrated_message(database):

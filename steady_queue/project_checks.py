@@ -14,7 +14,6 @@ from .backend import steady_queue_databases
 from .database_checks import database_warnings
 from .pipeline.loader import TASK_MODULES_SETTING, TASK_PACKAGES_SETTING
 from .statemachines.models import runnable_models, states_without_handlers
-from .views import metrics
 
 
 def project_messages():
@@ -135,6 +134,10 @@ def check_state_handlers(app_configs=None, **kwargs):
 
 def _routes_metrics(patterns):
     """Whether these URL patterns (searched through includes) serve the metrics."""
+    # Imported here: the views (and the reporting they serve) are no part of
+    # a supervisor's start, which imports this module for its own checks.
+    from .views import metrics
+
     for pattern in patterns:
         if hasattr(pattern, "url_patterns"):
             if _routes_metrics(pattern.url_patterns):

@@ -12,7 +12,6 @@ TracerProvider sends them: this module configures no SDK and no exporter.
 
 from contextlib import contextmanager
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 
 # The key of a job's stored arguments that carries its enqueuer's trace context
@@ -136,6 +135,10 @@ class Tracing:
 
 def _version():
     """The installed django-steady-queue's version, for the tracer's scope."""
+    # Imported here, once tracing is on: importlib.metadata (and the zipfile,
+    # csv and email modules it loads) is no part of a worker's start.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("django-steady-queue")
     except PackageNotFoundError:

@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from ..durations import parse_duration
 from ..models import Batch, FailedExecution, Job, JobTally
-from ..reporting.progress import ProgressBar
 from . import common
 
 NAME = "clear-finished"
@@ -119,6 +118,8 @@ def _delete_finished(command, jobs, before, queue, batch_size):
     # first batch shows there is more than one batch to delete.
     matching = jobs.finished_before(before, queue)
     if matching[: batch_size + 1].count() > batch_size:
+        from ..reporting.progress import ProgressBar  # see status.show
+
         bar = ProgressBar(command.stderr, matching.count(), "jobs deleted")
         progress = bar.advance
     deleted = jobs.clear_finished(before, batch_size, progress, queue_name=queue)

@@ -14,7 +14,6 @@ from ..dialects import database_error_line
 from ..migration_state import MIGRATE_HINT, not_migrated_message
 from ..models import Pause
 from ..models.job.states import execution_models
-from ..reporting.queues import configured_queue_names, queue_overview
 from ..states import State
 
 
@@ -181,6 +180,10 @@ def warn_if_unknown_queue(command, backend, queue):
     A typo in a queue name would otherwise pause nothing, or retry nothing,
     and say nothing about it.
     """
+    # Imported here: manage.py steady_queue builds every subcommand's parser,
+    # and a supervisor's start has no use for the reports.
+    from ..reporting.queues import configured_queue_names, queue_overview
+
     known = [
         q["name"]
         for q in queue_overview(backend.database, configured_queue_names(backend))

@@ -7,7 +7,6 @@ from django.core.management.base import CommandError
 
 from ..durations import parse_duration
 from ..processes.liveness import seconds_since_touched
-from ..reporting.health import check_health
 from . import common
 
 # How often --wait asks again.
@@ -66,6 +65,10 @@ def handle(command, options):
         return check_liveness(command, backend, options)
     if options["max_age"] is not None:
         raise CommandError("--max-age goes with --liveness-file.")
+    # Imported here: manage.py steady_queue builds every subcommand's parser,
+    # and a supervisor's start has no use for the reports.
+    from ..reporting.health import check_health
+
     deadline = time.monotonic() + options["wait"]
     while True:
         health = check_health(

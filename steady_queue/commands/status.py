@@ -16,7 +16,6 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from ..dialects import database_error_line
-from ..reporting.status import collect_status, print_status
 from . import common
 
 NAME = "status"
@@ -66,6 +65,8 @@ def append(command, backend, as_json):
     """One more report, for a file or a pipe: under the time, or as one line
     of JSON."""
     if as_json:
+        from ..reporting.status import collect_status
+
         with reading_errors_said(backend):
             status = collect_status(backend)
         command.stdout.write(json.dumps(status))
@@ -77,6 +78,10 @@ def append(command, backend, as_json):
 
 def show(command, backend, as_json):
     """Print the status once; a database error is one line, not a traceback."""
+    # Imported here: manage.py steady_queue builds every subcommand's parser,
+    # and a supervisor's start has no use for the reports.
+    from ..reporting.status import print_status
+
     with reading_errors_said(backend):
         print_status(backend, command.stdout, as_json=as_json)
 

@@ -13,8 +13,6 @@ import sys
 from django.conf import settings
 from django.utils import autoreload
 
-from .in_process import InProcessSupervisor
-
 SETTING = "STEADY_QUEUE_EMBEDDED_RUNSERVER"
 _FALSE = {"", "0", "false", "no", "off"}
 
@@ -25,6 +23,10 @@ def start_if_serving(argv=None):
     alias = configured_backend()
     if alias is None or not serves_requests(sys.argv if argv is None else argv):
         return None
+    # Imported here: every process calls this from AppConfig.ready(), and
+    # only runserver's serving one needs the supervisor and its processes.
+    from .in_process import InProcessSupervisor
+
     embedded = InProcessSupervisor(alias, server="runserver")
     embedded.start_once_apps_are_ready()
     # runserver stops by leaving the interpreter (Ctrl-C, or exit status 3
