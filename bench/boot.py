@@ -157,17 +157,52 @@ def one_start(checkout, vendor, log):
         cpu, supervisor = session_cpu(proc.pid)
     finally:
         conn.close()
-    os.kill(proc.pid, signal.SIGTERM)
-    _, status, usage = os.wait4(proc.pid, 0)
-    procs.kill_group(proc.pid)
-    if status:
-        raise RuntimeError(f"the supervisor exited with {status}: see {log}")
+    usage = stop_supervisor(proc, log)
     return {
         "cpu": cpu,
         "supervisor_cpu": supervisor,
         "wall": wall,
         "cpu_to_exit": usage.ru_utime + usage.ru_stime,
     }
+
+
+def add_checkouts_option(parser):
+    parser.add_argument(
+        "--checkouts",
+        nargs="+",
+        type=Path,
+        default=[BENCH.parent],
+        help="checkout roots to compare (default: this one)",
+    )
+
+
+def compiled_checkouts(paths):
+    """The checkouts' roots, their package and the projects compiled."""
+    checkouts = [path.resolve() for path in paths]
+    for checkout in checkouts:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "compileall",
+                "-q",
+                checkout / "steady_queue",
+                PROJECTS,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return checkouts
+
+
+def stop_supervisor(proc, log):
+    """TERM the supervisor, wait for its tree; its (and its children's) usage."""
+    os.kill(proc.pid, signal.SIGTERM)
+    _, status, usage = os.wait4(proc.pid, 0)
+    procs.kill_group(proc.pid)
+    if status:
+        raise RuntimeError(f"the supervisor exited with {status}: see {log}")
+    return usage
 
 
 def median(runs, key):
@@ -183,29 +218,10 @@ def main():
         default=["sqlite", "postgresql"],
         choices=["sqlite", "postgresql"],
     )
-    parser.add_argument(
-        "--checkouts",
-        nargs="+",
-        type=Path,
-        default=[BENCH.parent],
-        help="checkout roots to compare (default: this one)",
-    )
+    add_checkouts_option(parser)
     args = parser.parse_args()
     procs.install_cleanup()
-    checkouts = [path.resolve() for path in args.checkouts]
-    for checkout in checkouts:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "compileall",
-                "-q",
-                checkout / "steady_queue",
-                PROJECTS,
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    checkouts = compiled_checkouts(args.checkouts)
     results = {
         "cpu": cpu_model(),
         "revisions": {str(path): source_revision(path) for path in checkouts},

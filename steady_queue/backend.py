@@ -1,5 +1,6 @@
 """SteadyQueueBackend: the django.tasks backend that stores jobs in the database."""
 
+import gc
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -109,20 +110,30 @@ class SteadyQueueBackend(BaseTaskBackend):
             return self._enqueue_many(task, calls)
 
     def _enqueue_many(self, task, calls):
-        calls_of_the_task = _Requests(self, task)
-        requests = [
-            calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
-        ]
-        jobs = _models().Job.objects.using(self.database)
-        with self._explaining_missing_tables():
-            # Results are built as their chunks are written (while the next
-            # is), and announced once every chunk is.
-            written = jobs.enqueue_all(
-                requests, then=lambda each: (each, self._result_of(each, task))
-            )
-        for each, result in written:
-            self._announce(each, result)
-        return [result for _, result in written]
+        announced = []
+
+        def result_of(enqueued):
+            result = self._result_of(enqueued, task)
+            if not enqueued.merged:
+                announced.append(result)
+            return result
+
+        # Results are built as their chunks are written (while the next is),
+        # and announced once every chunk is, with the collector running again.
+        with _collector_paused():
+            calls_of_the_task = _Requests(self, task)
+            requests = [
+                calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
+            ]
+            jobs = _models().Job.objects.using(self.database)
+            with self._explaining_missing_tables():
+                results = jobs.enqueue_all(requests, then=result_of)
+            # Freed before the collector resumes: it would walk every job.
+            del requests
+        send, sender = task_enqueued.send, type(self)
+        for result in announced:
+            send(sender, task_result=result)
+        return results
 
     def get_result(self, result_id):
         """Return the current TaskResult of a job, or raise TaskResultDoesNotExist."""
@@ -208,6 +219,28 @@ def _unlisted_queue(alias, queues, task):
     )
 
 
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector, if it runs, for the block.
+
+    A bulk enqueue keeps a dozen containers per call alive until it returns
+    (the job, its request, its result): every ~100,000 of them set off a full
+    collection, which walks every object of the process (60 ms in a Django
+    project) to free none of them, a third of enqueue_many's time. Nothing
+    it makes is cyclic garbage. Reference counting frees as before meanwhile;
+    the collector runs again after the block. Re-enabled only if it was
+    enabled on entry (another thread's pause of its own is left alone).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _models():
     """steady_queue.models, imported on first use rather than with this module.
 
@@ -238,8 +271,9 @@ class _Requests:
         # The send span's trace context, the same for every call (None: off).
         self.trace = tracing().carrier() if backend.config.opentelemetry else None
         self.dependencies = _open_dependencies_for(backend, task)
-        # The columns every call of the task shares.
-        self.columns = {
+        # The columns every call of the task shares (and the limit keys,
+        # when the task has no limits).
+        shared = {
             "queue_name": task.queue_name,
             "task_path": self.task_path,
             "priority": task.priority,
@@ -248,27 +282,31 @@ class _Requests:
             "enqueued_at": timezone.now(),
             "batch_id": opened.id if opened else None,
         }
+        if not self.limits:
+            shared.update(self.job_class.limit_columns((), ()))
+        self.unsaved = self.job_class.unsaved_alike(**shared)
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
         task, limits, unique = self.task, self.limits, self.unique
-        keys = limits.keys_for(task, args, kwargs) if limits else ((), ())
-        job = self.job_class.unsaved(
-            **self.columns,
+        limit_columns = (
+            self.job_class.limit_columns(*limits.keys_for(task, args, kwargs))
+            if limits
+            else {}
+        )
+        job = self.unsaved(
             arguments=serialize_arguments(
                 self.task_path, args, kwargs, self.max_argument_bytes
             ),
-            **self.job_class.limit_columns(*keys),
+            **limit_columns,
         )
         request = self.request_class(
             job,
-            limits=limits,
-            unique=unique,
-            unique_key=unique.key_for(task, args, kwargs, job.arguments)
-            if unique
-            else None,
-            batch_sized_when_sealed=self.batch_sized_when_sealed,
-            dependencies=self.dependencies,
+            limits,
+            unique,
+            unique.key_for(task, args, kwargs, job.arguments) if unique else None,
+            self.batch_sized_when_sealed,
+            self.dependencies,
         )
         if self.trace is not None:
             # After the unique key: equal calls from two traces are duplicates.

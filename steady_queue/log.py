@@ -111,7 +111,20 @@ def log_job_finished(sender, task_result, **kwargs):
 
 
 def _ours(sender):
-    return isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)
+    # Remembered per sender: issubclass() of an abstract base class costs
+    # more than the rest of this check, once per job.
+    try:
+        return _OURS[sender]
+    except KeyError:
+        ours = isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)
+        _OURS[sender] = ours
+        return ours
+    except TypeError:  # an unhashable sender: not a backend class
+        return False
+
+
+# sender -> whether it is one of our backend classes (_ours).
+_OURS = {}
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"

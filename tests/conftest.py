@@ -102,10 +102,36 @@ class SupervisorProcess:
 COMMAND = ["steady_queue"]
 
 
+# The supervisors a test started, for the report of its failure.
+STARTED_SUPERVISORS = pytest.StashKey[list]()
+# Lines of each supervisor's log shown when a test fails: a CI failure must
+# say what the processes did, with no way to rerun it there.
+FAILURE_LOG_LINES = 60
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Append the end of each supervisor's log to a failed test's report."""
+    report = yield
+    if report.failed:
+        for number, process in enumerate(item.stash.get(STARTED_SUPERVISORS, [])):
+            try:
+                lines = process.log().splitlines()[-FAILURE_LOG_LINES:]
+            except OSError:
+                continue
+            report.sections.append(
+                (
+                    f"supervisor {number} (pid {process.pid}): the end of its log",
+                    "\n".join(lines),
+                )
+            )
+    return report
+
+
 @pytest.fixture
-def start_supervisor(tmp_path):
+def start_supervisor(tmp_path, request):
     """Fork `manage.py steady_queue` against the test database; killed at teardown."""
-    started = []
+    started = request.node.stash.setdefault(STARTED_SUPERVISORS, [])
 
     def start(*args, env=None, root=ROOT):
         # ``root``: another checkout of the project (a previous release, for

@@ -667,3 +667,12 @@ def fan_in(path):
 
     _note(path, f"collect {time.time()}")
     return [result.return_value for result in dependency_results()]
+
+
+@task
+def waits_then_returns(path, go, value):
+    """Note the start, wait until the file ``go`` exists, then return ``value``."""
+    _note(path, "started")
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    return value

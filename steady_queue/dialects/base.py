@@ -19,6 +19,10 @@ class Dialect:
     share_lock_clause = ""
     # UPDATE ... RETURNING gives back the updated rows' new values.
     returns_from_update = True
+    # Many rows are written by key in one UPDATE joined to a derived table
+    # of their new values, where the driver would send an executemany of
+    # UPDATEs as a statement per row (MySQL's drivers).
+    updates_rows_joined = False
     # Added to a SELECT that must see the latest committed rows whatever the
     # transaction's isolation level (a locking read, on MySQL); nothing where
     # a READ COMMITTED statement sees them anyway.

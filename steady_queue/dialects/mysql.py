@@ -32,6 +32,7 @@ class MySQL(Dialect):
     vendor = "mysql"
     share_lock_clause = " LOCK IN SHARE MODE"
     returns_from_update = False
+    updates_rows_joined = True
     latest_read_clause = " LOCK IN SHARE MODE"
 
     # MySQL cannot DELETE ... RETURNING, nor delete from a subquery of the same

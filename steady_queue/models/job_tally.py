@@ -50,16 +50,12 @@ def seconds_of(outcome):
     return max((outcome.finished_at - outcome.claimed_at).total_seconds(), 0.0)
 
 
-def tally_columns(outcomes):
-    """Per outcome: queue, task, bucket and seconds, as four arrays (for
-    PostgreSQL's finalize, which counts in SQL the outcomes it records)."""
-    durations = [seconds_of(outcome) for outcome in outcomes]
-    return [
-        [outcome.job.queue_name for outcome in outcomes],
-        [outcome.job.task_path for outcome in outcomes],
-        [bucket_of(seconds) for seconds in durations],
-        [seconds or 0.0 for seconds in durations],
-    ]
+def tally_fields(outcome):
+    """An outcome's queue, task, bucket and seconds (for PostgreSQL's
+    finalize, which counts in SQL the outcomes it records)."""
+    seconds = seconds_of(outcome)
+    job = outcome.job
+    return job.queue_name, job.task_path, bucket_of(seconds), seconds or 0.0
 
 
 def tally_rows(outcomes):

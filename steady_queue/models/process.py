@@ -2,7 +2,7 @@
 
 import os
 import socket
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import models
 
@@ -10,6 +10,7 @@ from django.db import models
 from .. import models as models_package
 from ..dialects.isolation import atomic
 from ..exceptions import ProcessPrunedError, error_payload
+from ..pipeline.outcome import Outcome
 from .base import QueueQuerySet
 from .cancelled_run import CancelledRun
 
@@ -176,6 +177,27 @@ class Process(models.Model):
         held = self.claims().filter(job_id__in=job_ids)
         return set(held.values_list("job_id", flat=True))
 
+    def record_succeeded_runs(self, runs, preserve_finished_jobs=True):
+        """Record as succeeded the runs this (dead) process finished well and
+        had not written (shared_claims.SucceededRun); return their job ids.
+
+        Only claims it still holds are recorded (finalize_all), each in the
+        transaction that deletes its claim: run before deregister, which
+        fails what is left, so no job is both.
+        """
+        if not runs:
+            return []
+        db = self._state.db
+        by_id = {run.job_id: run for run in runs}
+        jobs = models_package.Job.objects.using(db).filter(
+            pk__in=self.claims().filter(job_id__in=by_id).values("job_id")
+        )
+        outcomes = [succeeded_outcome(job, by_id[job.pk], self.name) for job in jobs]
+        recorded = models_package.ClaimedExecution.objects.using(db).finalize_all(
+            outcomes, self.pk, preserve_finished_jobs
+        )
+        return [outcome.job.pk for outcome in recorded]
+
     def deregister_after_overrun(self, errors, others_error, never_started=()):
         """Fail the overrun jobs ({job id: error}), then deregister, failing the
         rest of the claims with ``others_error``. Return (ids failed as
@@ -229,6 +251,19 @@ class Process(models.Model):
             self.cancelled_runs().stopped()
             rows.delete()
         return job_ids
+
+
+def succeeded_outcome(job, run, worker_id):
+    """The Outcome of a run its worker reported succeeded (SucceededRun)."""
+    return Outcome(
+        job=job,
+        worker_id=worker_id,
+        claimed_at=datetime.fromtimestamp(run.claimed_at, UTC),
+        finished_at=datetime.fromtimestamp(run.finished_at, UTC),
+        succeeded=True,
+        return_value=run.return_value,
+        uses_steps=run.uses_steps,
+    )
 
 
 def describe_version(version):

@@ -40,6 +40,16 @@ ORDER BY job.priority DESC, job.id
 """
 
 
+# Mark a process's waiting claims started, pipelined before its next claim
+# on PostgreSQL: one implicit transaction, no round trip of its own. The ids
+# returned are those it still holds (see ClaimedExecution.mark_started).
+MARK_STARTED_SQL = """
+UPDATE steady_queue_claimed_executions SET started = true
+WHERE process_id = %s AND job_id = ANY(%s)
+RETURNING job_id
+"""
+
+
 class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
         """Make a saved job ready to run; its listening workers are woken at
@@ -130,31 +140,48 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         ``started`` False the runs are yet to begin (ClaimedExecution's
         mark_started): should the process die first, they go back to ready.
         """
+        claims, _ = self.claim_marking_started(
+            selector, limit, process_id, (), started=started
+        )
+        return claims
+
+    def claim_marking_started(
+        self, selector, limit, process_id, job_ids, started=False
+    ):
+        """Claim as claim() does, and in the first claim's transaction mark
+        started the claims ``job_ids`` the process already holds (as
+        ClaimedExecution's mark_started, without a round trip or a commit of
+        its own). Returns (Claims, the ids of ``job_ids`` still held).
+        """
         now = timezone.now()
-        claimed = []
-        for key, queryset in selector.querysets(self):
+        claimed, held = [], None
+        for key, queryset_of in selector.entries(self):
             remaining = limit - len(claimed)
             if remaining <= 0:
                 break
             pick_sql, pick_params = self._pick_statement(
-                selector, key, queryset, remaining
+                selector, key, queryset_of, remaining
             )
+            mark = job_ids if held is None else ()
             if self.dialect.runs_hot_paths_in_one_statement:
-                claimed.extend(
-                    self._claim_in_one_statement(
-                        pick_sql, pick_params, process_id, now, started
-                    )
+                claims, marked = self._claim_in_one_statement(
+                    pick_sql, pick_params, process_id, now, started, mark
                 )
             else:
-                claimed.extend(
-                    self._claim_in_a_transaction(
-                        pick_sql, pick_params, process_id, now, started
-                    )
+                claims, marked = self._claim_in_a_transaction(
+                    pick_sql, pick_params, process_id, now, started, mark
                 )
-        return claimed
+            claimed.extend(claims)
+            held = marked if held is None else held
+        if held is None:
+            # No queue to claim from: the marks go alone.
+            claims = ClaimedExecution.objects.using(self.db)
+            held = claims.mark_started(process_id, list(job_ids))
+        return claimed, held
 
-    def _pick_statement(self, selector, key, queryset, limit):
-        """The SELECT of up to ``limit`` job ids of a queryset, in claim order.
+    def _pick_statement(self, selector, key, queryset_of, limit):
+        """The SELECT of up to ``limit`` job ids of ``queryset_of()``, in
+        claim order.
 
         Compiled once per worker, queue entry and limit: the ORM's compiler
         costs more than the claim itself on the hot path.
@@ -162,7 +189,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         key = (self.db, key, limit)
         cache = selector.compiled_statements
         if key not in cache:
-            pick = queryset.in_claim_order().values("job_id")[:limit]
+            pick = queryset_of().in_claim_order().values("job_id")[:limit]
             sql, params = pick.query.get_compiler(using=self.db).as_sql()
             # The lock is added by hand: the ORM only allows select_for_update()
             # inside atomic(), and the PostgreSQL claim needs no transaction.
@@ -174,8 +201,8 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         """The SELECTs a claim of up to ``limit`` jobs picks from, one per
         queue entry, as ``(sql, params)`` (what EXPLAIN is asked about)."""
         return [
-            self._pick_statement(selector, key, queryset, limit)
-            for key, queryset in selector.querysets(self)
+            self._pick_statement(selector, key, queryset_of, limit)
+            for key, queryset_of in selector.entries(self)
         ]
 
     def one_statement_claim(self, pick_sql, pick_params, process_id, now, started=True):
@@ -188,37 +215,47 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         plan = self.dialect.claim_plan_sql
         return [(plan, []), claim] if plan else [claim]
 
-    def _claim_in_one_statement(self, pick_sql, pick_params, process_id, now, started):
+    def _claim_in_one_statement(
+        self, pick_sql, pick_params, process_id, now, started, mark
+    ):
         jobs = models_package.Job.objects.using(self.db)
-        # Pipelined: the plan settings cost no round trip of their own, and
-        # end with the claim's implicit transaction (a worker claims outside
-        # any; called inside a caller's transaction, they last until it ends).
-        *_, rows = jobs.run_prepared_in_turn(
-            self.one_statement_claim(pick_sql, pick_params, process_id, now, started)
+        statements = self.one_statement_claim(
+            pick_sql, pick_params, process_id, now, started
         )
-        return [Claim(job, now) for job in jobs.instances_from_rows(rows)]
+        if mark:
+            statements.insert(-1, (MARK_STARTED_SQL, [process_id, list(mark)]))
+        # Pipelined: the plan settings and the marks cost no round trip of
+        # their own, and end with the claim's implicit transaction (a worker
+        # claims outside any; called inside a caller's transaction, they last
+        # until it ends).
+        *results, rows = jobs.run_prepared_in_turn(statements)
+        held = {row[0] for row in results[-1]} if mark else set()
+        return [Claim(job, now) for job in jobs.instances_from_rows(rows)], held
 
-    def _claim_in_a_transaction(self, pick_sql, pick_params, process_id, now, started):
+    def _claim_in_a_transaction(
+        self, pick_sql, pick_params, process_id, now, started, mark
+    ):
         quote = self.connection.ops.quote_name
         table = quote(self.model._meta.db_table)
+        claims = ClaimedExecution.objects.using(self.db)
         with atomic(using=self.db), self.connection.cursor() as cursor:
+            held = claims.mark_started(process_id, list(mark))
             ids = self.dialect.delete_picked(
                 cursor, table, quote("job_id"), pick_sql, pick_params
             )
             if not ids:
-                return []
+                return [], held
             if not self._claimer_is_registered(cursor, process_id):
-                # Pruned meanwhile: undo the delete; its heartbeat stops it.
+                # Pruned meanwhile: undo the delete (and the marks: no claim
+                # is held any more); its heartbeat stops it.
                 transaction.set_rollback(True, using=self.db)
-                return []
-            ClaimedExecution.objects.using(self.db).claim_all(
-                ids, process_id, now, started
-            )
+                return [], set()
+            claims.claim_all(ids, process_id, now, started)
         jobs = models_package.Job.objects.using(self.db)
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
         # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
         found.sort(key=lambda job: (-job.priority, job.pk))
-        return [Claim(job, now) for job in found]
+        return [Claim(job, now) for job in found], held
 
     def _claimer_is_registered(self, cursor, process_id):
         """Whether the claiming process's row exists, share-locked until commit.

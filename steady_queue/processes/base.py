@@ -14,6 +14,9 @@ from .heartbeat import Heartbeat
 from .hooks import send_hook
 from .interruptible import Interruptible
 
+# How often a forked child asks whether its supervisor still lives (a system
+# call), however often its loop goes round.
+SUPERVISOR_LOOK_INTERVAL = 0.1
 # The signals a process handles. A supervisor blocks them around fork() so that
 # a child cannot run its parent's handlers before installing its own.
 HANDLED_SIGNALS = frozenset(
@@ -37,6 +40,8 @@ class Runnable(Interruptible):
         self.name = name or f"{self.kind}-{secrets.token_hex(6)}"
         self.supervisor_id = supervisor_id
         self.supervisor_pid = supervisor_pid
+        self._next_supervisor_look = 0.0
+        self._supervisor_gone = False
         self.stopping = False
         self.immediate = False
         self.process = None
@@ -177,7 +182,18 @@ class Runnable(Interruptible):
             )
 
     def supervisor_went_away(self):
-        return self.supervisor_pid is not None and os.getppid() != self.supervisor_pid
+        """Whether this forked child's supervisor is gone (it was re-parented),
+        looked at most every SUPERVISOR_LOOK_INTERVAL: a busy loop asks at
+        every round."""
+        if self.supervisor_pid is None or self._supervisor_gone:
+            return self._supervisor_gone
+        now = time.monotonic()
+        if now < self._next_supervisor_look:
+            return False
+        self._next_supervisor_look = now + SUPERVISOR_LOOK_INTERVAL
+        # Kept once seen: every caller after the one that looked must hear it.
+        self._supervisor_gone = os.getppid() != self.supervisor_pid
+        return self._supervisor_gone
 
     def install_signal_handlers(self):
         signal.signal(signal.SIGTERM, lambda *_: self.stop())

@@ -11,10 +11,10 @@ from functools import partial
 from ..exceptions import TaskTimeoutError, error_payload, timeout_message
 from ..models import Process
 from .base import HANDLED_SIGNALS
-from .claims_ahead import ClaimsAhead
 from .db import close_quietly
 from .prefetch import MAX_AHEAD
 from .sentinel import WatchedDeadlines, deadline_pipe
+from .shared_claims import SharedClaims
 from .supervisor import Child, Supervisor
 from .worker import REPLACE_EXIT_CODE
 
@@ -51,7 +51,7 @@ class ForkSupervisor(Supervisor):
         # A worker tells us its jobs' deadlines, to be watched from out here.
         pipe = deadline_pipe() if spec.kind == "worker" else None
         if spec.kind == "worker":
-            child.claims_ahead = ClaimsAhead(spec.config.threads + MAX_AHEAD)
+            child.shared_claims = SharedClaims(spec.config.threads + MAX_AHEAD)
         # Until the child installs its own handlers, a signal would run ours in it
         # (stopping the supervisor's copy, waking the parent's pipe) and be lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
@@ -105,7 +105,7 @@ class ForkSupervisor(Supervisor):
             if pipe:
                 os.close(pipe[0])
                 process.deadlines.report_to(pipe[1])
-                process.claims_ahead = child.claims_ahead
+                process.shared_claims = child.shared_claims
             process.start()
             # A worker that was recycled or stopped an overrunning job asks to
             # be replaced; it has handed back every claim already.

@@ -18,6 +18,9 @@ class Interruptible:
         # by then belong to a database socket. Reentrant, because a signal
         # handler may wake the main thread while it holds the lock.
         self._wake_lock = threading.RLock()
+        # Whether a byte waits in the pipe: a wake-up already pending needs
+        # no other write (a worker is woken twice per finished job).
+        self._wake_pending = False
         # Other descriptors whose input ends a sleep as a wake-up does (a
         # worker's doorbell): objects with fileno() and drain().
         self._wake_sources = []
@@ -33,8 +36,9 @@ class Interruptible:
     def wake_up(self):
         """Safe from signal handlers and any thread, also after the pipe closed."""
         with self._wake_lock:
-            if self._wake_write is None:
+            if self._wake_write is None or self._wake_pending:
                 return
+            self._wake_pending = True
             try:
                 os.write(self._wake_write, b".")
             except (BlockingIOError, OSError):
@@ -57,7 +61,8 @@ class Interruptible:
                 woken = True
                 if fileno in sources:
                     sources[fileno].drain()
-        return self._drain() or woken
+            return self._drain(self._wake_read in readable) or woken
+        return self._drain()
 
     def wait_readable(self, fileno, timeout=None):
         """Wait until ``fileno`` has input (True), or a wake-up comes or
@@ -68,16 +73,29 @@ class Interruptible:
             readable = select.select([fileno, self._wake_read], [], [], timeout)[0]
         except InterruptedError:
             readable = []
-        return not self._drain() and fileno in readable
+        return not self._drain(self._wake_read in readable) and fileno in readable
 
-    def _drain(self):
-        """Consume pending wake-ups; return whether there were any."""
+    def _drain(self, readable=False):
+        """Consume pending wake-ups; return whether there were any.
+
+        ``readable``: select() saw a byte in the pipe. It is read even if the
+        flag says none is pending: a wake-up that set the flag, then lost the
+        race to a drain before its write, leaves its byte behind a cleared
+        flag, and a byte never read would end every later sleep at once.
+        """
+        if not (self._wake_pending or readable):
+            return False
         drained = False
         try:
             while os.read(self._wake_read, 512):
                 drained = True
         except (BlockingIOError, OSError):
             pass
+        # Cleared after the read, not before: a wake-up skipped in between
+        # came from a change made before it, which whoever drained (about to
+        # act, woken) sees; one cleared first could leave a byte unread
+        # behind a flag saying none is.
+        self._wake_pending = False
         return drained
 
     def close_wake_pipe(self):

@@ -53,19 +53,15 @@ class OutcomeRecorder:
         while self.arrived:
             self.pending.append(self.arrived.popleft())
 
-    def due_in(self, running, batch=None):
+    def due_in(self, running):
         """Seconds until the pending outcomes are to be written: 0 for now,
         None when there are none. ``running`` is how many of the worker's
         jobs are still running: with none, nothing more is coming to wait for.
-        Once ``batch`` outcomes wait they are written, window or not: a run
-        finished and not written fails with a killed worker.
         """
         self.collect()
         if not self.pending:
             return None
         if running <= 0:
-            return 0.0
-        if batch is not None and len(self.pending) >= batch:
             return 0.0
         return max(0.0, self.pending_since + FLUSH_WINDOW - time.monotonic())
 

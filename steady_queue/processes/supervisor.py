@@ -19,6 +19,7 @@ from .maintenance import (
     prune_events,
 )
 from .pidfile import Pidfile
+from .shared_claims import Leftovers
 
 logger = logging.getLogger("steady_queue")
 
@@ -47,9 +48,9 @@ class Child:
     killed_because: str | None = None
     # {job id: error} of the jobs it was killed for not stopping at their timeout.
     overruns: dict | None = None
-    # Fork mode, a worker: the claims it holds and has not started, known at
-    # once and exactly (the database knows them too, a few claims later).
-    claims_ahead: object = None
+    # Fork mode, a worker: what its claims have come to (never started,
+    # running, succeeded and not written), known at once and exactly.
+    shared_claims: object = None
 
 
 class Supervisor(Runnable):
@@ -289,14 +290,15 @@ class Supervisor(Runnable):
         """Fail the jobs a killed child did not stop at their timeout, and its
         other jobs as killed (see child_exited); start a fresh child."""
         others_error = exit_error(child, pid, child.killed_because)
-        never_started = self.never_started_by(child)
+        leftovers = self.leftovers_of(child)
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
             if row is None:
                 return [], []
+            self.record_succeeded_runs(child, row, leftovers)
             return row.deregister_after_overrun(
-                child.overruns, others_error, never_started
+                child.overruns, others_error, leftovers.never_started
             )
 
         def report(resolved):
@@ -346,13 +348,16 @@ class Supervisor(Runnable):
     def resolve_claims_of(self, child, error, reason):
         """Remove a gone child's row and fail the claims it still held with
         error; those it never started go back to ready (Process.deregister)."""
-        never_started = self.never_started_by(child)
+        leftovers = self.leftovers_of(child)
 
         def resolve():
             row = Process.objects.using(self.database).filter(name=child.name).first()
             if row is None:
                 return []
-            return row.deregister(claims_error=error, never_started=never_started)
+            self.record_succeeded_runs(child, row, leftovers)
+            return row.deregister(
+                claims_error=error, never_started=leftovers.never_started
+            )
 
         self.settle(
             child.name,
@@ -360,9 +365,25 @@ class Supervisor(Runnable):
             lambda job_ids: self.report_resolved(child, job_ids, "failed", reason),
         )
 
-    def never_started_by(self, child):
-        """The claims a gone worker held and never started, by its shared memory."""
-        return child.claims_ahead.never_started() if child.claims_ahead else set()
+    def leftovers_of(self, child):
+        """What a gone worker's claims had come to, by its shared memory."""
+        return child.shared_claims.leftovers() if child.shared_claims else Leftovers()
+
+    def record_succeeded_runs(self, child, row, leftovers):
+        """Record the successes a gone worker had not written yet; they are
+        no longer its claims for deregister to fail."""
+        job_ids = row.record_succeeded_runs(
+            leftovers.succeeded, self.options.preserve_finished_jobs
+        )
+        if job_ids:
+            logger.info(
+                "%s: %s %s had not written the success of %s run(s); recorded: %s",
+                self.description,
+                child.spec.kind,
+                child.name,
+                len(job_ids),
+                ", ".join(str(job_id) for job_id in job_ids),
+            )
 
     def settle(self, name, resolve, report):
         """Resolve a gone child's claims now, or keep trying until it works.

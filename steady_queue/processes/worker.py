@@ -22,7 +22,6 @@ from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from ..tracing import tracing
-from .claims_ahead import UNSHARED
 from .handback import Handbacks
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
@@ -33,6 +32,7 @@ from .prefetch import Prefetch
 from .queue_selector import QueueSelector
 from .recycling import Recycler
 from .sentinel import Deadlines
+from .shared_claims import UNSHARED
 
 logger = logging.getLogger("steady_queue")
 
@@ -41,9 +41,10 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
-# Outcomes of runs this short in all (per thread) are written together, not a
-# thread's worth at a time: see flush_batch.
-BATCH_SECONDS = 0.001
+# While claiming ahead, claims are marked started this long ahead of their
+# start, by the average run time: about until the next claim, which marks
+# the next ones in its own transaction, after the next flush window.
+MARK_AHEAD_SECONDS = 2 * FLUSH_WINDOW
 # A forked worker exits with this to be replaced at once: it was recycled or
 # stopped an overrunning job, and holds no claims. Not a crash: no backoff.
 REPLACE_EXIT_CODE = 75
@@ -73,7 +74,7 @@ class Worker(JobStopping, Poller):
             type(backend),
             worker_id=self.name,
             tracing=tracing() if self.options.opentelemetry else None,
-            on_start=lambda job_id: self.claims_ahead.release(job_id),
+            on_start=lambda job_id: self.shared_claims.started(job_id),
         )
         self.recorder = OutcomeRecorder(
             self.database,
@@ -90,9 +91,10 @@ class Worker(JobStopping, Poller):
         self.marked = set()
         self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
         # Fork mode: shared with the supervisor (see fork_supervisor), which
-        # knows from it exactly which claims never started should this
-        # process die (the database knows, a few claims later: mark_started).
-        self.claims_ahead = UNSHARED
+        # knows from it exactly which claims never started and which runs
+        # succeeded unwritten, should this process die (the database knows
+        # only of starts, a few claims later: mark_started).
+        self.shared_claims = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
         # Job id -> the future of its coroutine on the pool's loop: what a
@@ -181,7 +183,7 @@ class Worker(JobStopping, Poller):
         # once and its thread refilled: a thread left idle for the window
         # would cost jobs of a few ms a third of their throughput.
         running = self.running_count() if self.prefetch.size() else 0
-        flush_in = self.recorder.due_in(running=running, batch=self.flush_batch())
+        flush_in = self.recorder.due_in(running=running)
         if flush_in:
             return self.sleep_at_most(flush_in)
         self.record_outcomes()
@@ -192,23 +194,28 @@ class Worker(JobStopping, Poller):
             return 0
         if self.recycler.reason is not None:
             return self.drain_to_recycle()
-        self.start_waiting()
+        self.start_waiting(marked_only=True)
         room = self.pool.idle_threads + self.prefetch.size() - len(self.waiting)
         wanted = self.recycler.claim_limit(room)
         if self.stopping or wanted <= 0:
+            self.start_waiting()
             self.pass_on_ring()
             return self.sleep_at_most(FULL_POOL_WAIT)
         try:
-            # Claimed as not started: until start_waiting marks them, a
-            # cleanup after this process puts them back to ready.
-            claims = ReadyExecution.objects.using(self.database).claim(
-                self.selector, wanted, self.process.pk, started=False
+            # Claimed as not started: until marked, a cleanup after this
+            # process puts them back to ready. The claims already waiting
+            # that start next are marked in the same transaction.
+            claims, held = ReadyExecution.objects.using(
+                self.database
+            ).claim_marking_started(
+                self.selector, wanted, self.process.pk, self.to_mark()
             )
         except Exception:
             # Some claims may have committed (an earlier queue's transaction, or
             # a COMMIT whose reply was lost) without reaching us: look next time.
             self.claims_uncertain = True
             raise
+        self.marked |= held
         self.recycler.count_claimed(len(claims))
         self.prefetch.claimed(wanted, len(claims))
         if claims:
@@ -220,45 +227,46 @@ class Worker(JobStopping, Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
-            # Kept as never started before any starts (each is let go as it
+            # Kept as never started before any starts (each is marked as it
             # starts): whatever runs, those still waiting are known here.
-            self.claims_ahead.hold(claim.job.pk)
+            self.shared_claims.hold(claim.job.pk)
         self.waiting.extend(claims)
         self.start_waiting()
         delay = 0 if len(claims) == wanted else self.polling_interval
         return self.sleep_at_most(delay)
 
-    def flush_batch(self):
-        """How many outcomes may wait for the flush window: a thread's worth.
+    def start_waiting(self, marked_only=False):
+        """Start claimed jobs on the idle threads, in claim order; with
+        ``marked_only``, only those already marked started (the claim that
+        follows marks the next ones, in its own transaction).
 
-        A run finished and not written fails with this worker should it be
-        killed (and runs again under a retry policy), so no more wait than
-        about the threads, unless runs are so short that the threads end a
-        batch of them faster than a write could (BATCH_SECONDS of runs):
-        there a batch is what keeps the drain's speed, and the work a kill
-        leaves ambiguous is still that millisecond per thread.
-        """
-        return max(self.pool.size, self.prefetch.runs_within(BATCH_SECONDS))
-
-    def start_waiting(self):
-        """Start claimed jobs on the idle threads, in claim order.
-
-        A claim is marked started before its job starts, in one statement
-        for the claims starting now and, while claiming ahead, for those
-        that will start within a flush window (Prefetch.starts_within): they
-        then start without a round trip each as threads free up. Should this
+        A claim is marked started before its job starts, together with,
+        while claiming ahead, those that will start within MARK_AHEAD_SECONDS
+        (to_mark): in the next claim's transaction, or in a statement of its
+        own for threads freed before it. They then start without a round
+        trip each as threads free up. Should this
         process die, a cleaner fails the marked claims (they may have run)
         and puts the others back to ready; its own supervisor also knows
-        exactly which marked ones never started (claims_ahead) and puts
+        exactly which marked ones never started (shared_claims) and puts
         those back too.
         """
         # A loop, not one round: a pool that runs its jobs inline (Burst's,
         # for run_pending) has an idle thread again after each of them.
         while self.waiting and self.pool.idle_threads > 0:
             count = min(len(self.waiting), self.pool.idle_threads)
-            if any(
-                self.waiting[index].job.pk not in self.marked for index in range(count)
-            ):
+            unmarked = next(
+                (
+                    index
+                    for index in range(count)
+                    if self.waiting[index].job.pk not in self.marked
+                ),
+                None,
+            )
+            if unmarked is not None and marked_only:
+                if unmarked == 0:
+                    return
+                count = unmarked
+            elif unmarked is not None:
                 self.mark_started(count)
             for _ in range(count):
                 claim = self.waiting.popleft()
@@ -273,16 +281,23 @@ class Worker(JobStopping, Poller):
     def mark_started(self, count):
         """Mark the next ``count`` waiting claims started, and while claiming
         ahead a few more; keep in ``marked`` those this process still holds."""
-        extra = self.prefetch.runs_within(FLUSH_WINDOW)
+        self.marked |= ClaimedExecution.objects.using(self.database).mark_started(
+            self.process.pk, self.to_mark(count)
+        )
+
+    def to_mark(self, count=None):
+        """The waiting claims to mark started now, not yet marked: those the
+        idle threads (or ``count`` of them) take, and while claiming ahead
+        those that start within MARK_AHEAD_SECONDS."""
+        if count is None:
+            count = self.pool.idle_threads
+        extra = self.prefetch.runs_within(MARK_AHEAD_SECONDS)
         upto = min(len(self.waiting), count + extra)
-        job_ids = [
+        return [
             self.waiting[index].job.pk
             for index in range(upto)
             if self.waiting[index].job.pk not in self.marked
         ]
-        self.marked |= ClaimedExecution.objects.using(self.database).mark_started(
-            self.process.pk, job_ids
-        )
 
     def running_count(self):
         """How many claimed jobs are running (started, no outcome yet)."""
@@ -408,6 +423,9 @@ class Worker(JobStopping, Poller):
 
     def completed(self, outcome):
         """Called from pool threads: queue the outcome and wake the main loop."""
+        # Before it waits for the flush: should this process be killed
+        # meanwhile, its supervisor records the success instead of failing it.
+        self.shared_claims.succeeded(outcome)
         self.recorder.add(outcome)
         self.wake_up()
 
@@ -444,7 +462,7 @@ class Worker(JobStopping, Poller):
         """This job is no longer this worker's to run or record."""
         self.in_flight.discard(job_id)
         self.marked.discard(job_id)
-        self.claims_ahead.release(job_id)
+        self.shared_claims.release(job_id)
         # Claims still waiting leave self.waiting where they are dropped
         # (hand_back_waiting, stop_lost_jobs): not scanned for every job here.
         self.coroutines.pop(job_id, None)

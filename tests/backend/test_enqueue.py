@@ -1,5 +1,6 @@
 """Enqueueing: validation, the rows written, transactions, signals and bulk."""
 
+import gc
 from datetime import datetime, timedelta
 
 import pytest
@@ -241,6 +242,29 @@ def test_enqueue_many_rejects_every_call_when_one_is_bad():
     with pytest.raises(TypeError, match="Unsupported type"):
         enqueue_many(tasks.add, [((1, 2), {}), ((object(), 2), {})])
     assert row_counts() == (0, 0, 0)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_enqueue_many_leaves_the_garbage_collector_as_it_found_it(enabled):
+    """The collector is paused while the jobs are written (not while their
+    results are announced), and left as it was, after a refusal too."""
+    was_enabled = gc.isenabled()
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(gc.isenabled())
+
+    (gc.enable if enabled else gc.disable)()
+    task_enqueued.connect(receiver)
+    try:
+        enqueue_many(tasks.add, [((1, 2), {}), ((3, 4), {})])
+        assert seen == [enabled, enabled]
+        with pytest.raises(TypeError, match="Unsupported type"):
+            enqueue_many(tasks.add, [((1, 2), {}), ((object(), 2), {})])
+        assert gc.isenabled() is enabled
+    finally:
+        task_enqueued.disconnect(receiver)
+        (gc.enable if was_enabled else gc.disable)()
 
 
 def test_enqueue_many_schedules_deferred_calls():

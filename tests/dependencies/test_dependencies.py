@@ -295,17 +295,10 @@ def test_a_job_that_gained_a_dependent_while_it_ran_releases_it():
     with depends_on(running):
         after = tasks.collects_dependencies.enqueue()
     claim = claim_by_a_fake_process(running)
-    outcome = Outcome(
-        job=job,
-        claimed_at=timezone.now(),
-        task=tasks.returns,
-        worker_id="w",
-        finished_at=timezone.now(),
-        succeeded=True,
-        return_value="value",
-    )
     with CaptureQueriesContext(connection) as finish:
-        recorded = ClaimedExecution.objects.finalize_all([outcome], claim.process_id)
+        recorded = ClaimedExecution.objects.finalize_all(
+            [returned(job, "value")], claim.process_id
+        )
     assert [o.job.pk for o in recorded] == [int(running.id)]
     if connection.vendor == "postgresql":
         # The one-statement finish was tried, refused itself, and the ORM
@@ -316,6 +309,27 @@ def test_a_job_that_gained_a_dependent_while_it_ran_releases_it():
     run_pending()
     after.refresh()
     assert after.return_value == ["value"]
+
+
+def test_of_two_jobs_finished_together_the_one_that_gained_a_dependent_settles():
+    """The same race in a finish of two jobs: on MySQL both are written by
+    one UPDATE joined to their values, which the one whose flag changed
+    does not match; it is found and written after."""
+    running, other = tasks.returns.enqueue("value"), tasks.returns.enqueue("other")
+    jobs = [Job.objects.get(pk=result.id) for result in (running, other)]
+    with depends_on(running):
+        after = tasks.collects_dependencies.enqueue()
+    claims = [claim_by_a_fake_process(result) for result in (running, other)]
+    outcomes = [
+        returned(job, value)
+        for job, value in zip(jobs, ["value", "other"], strict=True)
+    ]
+    recorded = ClaimedExecution.objects.finalize_all(outcomes, claims[0].process_id)
+    assert sorted(o.job.pk for o in recorded) == [int(running.id), int(other.id)]
+    for result, value in ((running, "value"), (other, "other")):
+        result.refresh()
+        assert (result.status, result.return_value) == ("SUCCESSFUL", value)
+    assert state(after) == State.READY
 
 
 def test_clear_finished_keeps_a_dependency_whose_dependent_has_not_ended():
@@ -346,6 +360,19 @@ def test_a_dependent_in_a_batch_counts_there_when_a_dependency_ends_it():
 
 def steady_queue_later():
     return datetime(2100, 1, 1, tzinfo=UTC)
+
+
+def returned(job, value):
+    """The outcome of a run of ``job`` (tasks.returns) that returned ``value``."""
+    return Outcome(
+        job=job,
+        claimed_at=timezone.now(),
+        task=tasks.returns,
+        worker_id="w",
+        finished_at=timezone.now(),
+        succeeded=True,
+        return_value=value,
+    )
 
 
 def claim_by_a_fake_process(result):
@@ -408,16 +435,7 @@ def test_a_job_with_dependents_is_kept_when_finished_jobs_are_not():
     with depends_on(first):
         after = tasks.collects_dependencies.enqueue()
     claim = claim_by_a_fake_process(first)
-    job = Job.objects.get(pk=first.id)
-    outcome = Outcome(
-        job=job,
-        claimed_at=timezone.now(),
-        task=tasks.returns,
-        worker_id="w",
-        finished_at=timezone.now(),
-        succeeded=True,
-        return_value="kept",
-    )
+    outcome = returned(Job.objects.get(pk=first.id), "kept")
     ClaimedExecution.objects.finalize_all(
         [outcome], claim.process_id, preserve_finished_jobs=False
     )

@@ -15,6 +15,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from steady_queue import enqueue_many
+from steady_queue.compat import TaskResultStatus
 from steady_queue.dialects import answers
 from steady_queue.models import (
     ClaimedExecution,
@@ -185,6 +186,16 @@ def status_of(result):
 
 def statuses(results):
     return collections.Counter(status_of(result) for result in results)
+
+
+def failures_of(results):
+    """{job id: its last error's class path} of the results that failed: what
+    an assertion on their statuses shows when it fails."""
+    return {
+        result.id: last_error_class(result)
+        for result in results
+        if status_of(result) == TaskResultStatus.FAILED
+    }
 
 
 def last_error_class(result):

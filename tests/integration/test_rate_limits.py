@@ -14,6 +14,7 @@ from steady_queue.models import BlockedExecution, Job, RateStart, Semaphore
 from .. import tasks
 from ..helpers import TIME_SCALE, wait_for
 from .support import (
+    failures_of,
     most_at_once,
     statuses,
     wait_for_boot,
@@ -144,8 +145,14 @@ def test_two_stacked_limits_both_hold_under_random_keys(start_supervisor, tmp_pa
         ((path, rng.choice(customers), rng.choice(regions), 0.02), {})
         for _ in range(500)
     ]
+    # A loaded machine must not make a supervisor kill a worker whose
+    # heartbeat ran late on SQLite's write lock: this test is about limits.
     supervisor = start_supervisor(
-        env={"SQ_TEST_WORKER_PROCESSES": "2", "SQ_TEST_THREADS": "5"}
+        env={
+            "SQ_TEST_WORKER_PROCESSES": "2",
+            "SQ_TEST_THREADS": "5",
+            "SQ_TEST_ALIVE_THRESHOLD": "60",
+        }
     )
     wait_for_boot(supervisor, workers=2)
 
@@ -164,7 +171,10 @@ def test_two_stacked_limits_both_hold_under_random_keys(start_supervisor, tmp_pa
         f"ended {time.monotonic() - began:.2f} s after the first enqueue"
     )
 
-    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 500}
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 500}, (
+        failures_of(results),
+        supervisor.log()[-3000:],
+    )
     by_customer, by_region = (
         collections.defaultdict(list),
         collections.defaultdict(list),

@@ -157,13 +157,22 @@ IDLE_EXIT_DEADLINE = 0.5
 
 
 def test_an_idle_supervisor_exits_promptly_on_term(start_supervisor):
-    supervisor = start_supervisor()
-    wait_for_boot(supervisor)
-    if vendor() == "postgresql":
-        wait_for(listening_connection_ids, message="the worker LISTENs")
+    # The faster of two stops when the first is slow: a crowded CI run once
+    # took 0.64 s on SQLite (0.07 s beside three CPU burners here), while a
+    # stop that waits out a poll is slow every time.
+    took = []
+    for _ in range(2):
+        supervisor = start_supervisor()
+        wait_for_boot(supervisor)
+        if vendor() == "postgresql":
+            wait_for(listening_connection_ids, message="the worker LISTENs")
 
-    code, took = stop_and_time(supervisor, signal.SIGTERM)
+        code, seconds = stop_and_time(supervisor, signal.SIGTERM)
 
-    assert code == 0
-    assert took < IDLE_EXIT_DEADLINE, f"the idle supervisor took {took:.3f}s to exit"
-    assert_stopped_cleanly(supervisor)
+        assert code == 0
+        assert_stopped_cleanly(supervisor)
+        took.append(seconds)
+        if seconds < IDLE_EXIT_DEADLINE:
+            break
+    stops = ", ".join(f"{seconds:.3f}s" for seconds in took)
+    assert min(took) < IDLE_EXIT_DEADLINE, f"the idle supervisor took {stops} to exit"

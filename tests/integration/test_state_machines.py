@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
 from ..stator_app.models import Chore, Leaflet
 from .support import rows
 
@@ -32,9 +32,12 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
     )
     # CONN_MAX_AGE: each handler uses the database; reconnecting for each one
     # held MariaDB to ~70 handlers a second here (docs/state-machines.rst).
+    # The lease is stretched on a loaded machine: a handler's timeout is 0.8
+    # of it, and one overrun makes its runner drain and be replaced (a fork
+    # and a boot), which on a crowded CI run can stall the drain for minutes.
     environment = {
         "SQ_TEST_STATE_RUNNERS": str(RUNNERS),
-        "SQ_TEST_LEASE": "3",
+        "SQ_TEST_LEASE": str(scaled(3)),
         "SQ_TEST_CONN_MAX_AGE": "60",
     }
     start_supervisor(env=environment)
@@ -43,7 +46,16 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
         timeout=30,
         message=f"{RUNNERS} state runners registered",
     )
-    wait_for(lambda: archived() >= ROWS // 10, timeout=60, message="a tenth done")
+    # A tenth moved on from new: the kill lands early in the drain, with every
+    # runner busy. Not a tenth archived: rows are leased soonest due first,
+    # and a row just published is due after every row still new, so the
+    # first row is archived only once all 10,000 are published (more than
+    # half the drain: over 180 s on a crowded CI run).
+    wait_for(
+        lambda: Leaflet.objects.exclude(state="new").count() >= ROWS // 10,
+        timeout=60,
+        message="a tenth published",
+    )
 
     victim = random.choice(runners)
     os.kill(victim.pid, signal.SIGKILL)
@@ -58,9 +70,12 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
     wait_for(lambda: archived() == ROWS, timeout=180, message="every row archived")
     runs = list(Leaflet.objects.values_list("published_times", flat=True))
     assert min(runs) == 1, "a row skipped the handler of its state"
-    # At least once: only the rows the killed runner held (one per thread)
-    # may have run twice, once its leases ran out.
-    assert sum(1 for n in runs if n > 1) <= THREADS
+    # At least once: only the rows the killed runner held may have run twice,
+    # once its leases ran out. It held a row per thread, plus the rows whose
+    # handlers had returned since its last write of outcomes: a poll writes
+    # those, then leases for every thread that is free by then, so a handler
+    # returning in between leaves its row unwritten beside a full pool.
+    assert sum(1 for n in runs if n > 1) <= 2 * THREADS
 
 
 def test_handlers_hung_on_every_thread_hold_up_no_other_row(start_supervisor):

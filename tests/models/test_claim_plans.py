@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from steady_queue import enqueue_many
 from steady_queue.models import ReadyExecution
-from steady_queue.models.claimed_execution.finishing import FINALIZE_SUCCEEDED_SQL
-from steady_queue.models.job_outcomes import outcome_arrays
-from steady_queue.models.job_tally import tally_columns
+from steady_queue.models.claimed_execution.finishing import (
+    FINALIZE_SUCCEEDED_SQL,
+    finish_document,
+)
 from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
@@ -117,13 +118,9 @@ def test_the_finish_reads_jobs_by_key_without_statistics(burst_without_statistic
         )
         for job in jobs
     ]
-    finished = [outcome.apply_to(outcome.job) for outcome in outcomes]
-    params = [
-        [job.pk for job in finished],
-        *outcome_arrays(finished),
-        *tally_columns(outcomes),
-        process_id,
-    ]
+    for outcome in outcomes:
+        outcome.apply_to(outcome.job)
+    params = [finish_document(outcomes), process_id]
     for preserve in (True, False):
         plan = explain_json(FINALIZE_SUCCEEDED_SQL[preserve, False], params)
         assert not any(

@@ -92,6 +92,24 @@ def test_a_claim_is_started_unless_claimed_otherwise():
     assert list(ClaimedExecution.objects.values_list("started", flat=True)) == [True]
 
 
+def test_a_claim_marks_the_waiting_claims_it_is_given_in_its_own_transaction():
+    process = register()
+    _, waiting = claim_as_a_worker(process, count=3, started=0)
+    # One of them was put back to ready by a cleaner meanwhile: not ours.
+    ClaimedExecution.objects.filter(job_id=waiting[2]).release_all()
+    tasks.add.enqueue(9, 9)
+
+    claims, held = ReadyExecution.objects.claim_marking_started(
+        QueueSelector(["*"], "default"), 1, process.pk, waiting[:1] + waiting[2:]
+    )
+
+    assert held == {waiting[0]}
+    flags = dict(ClaimedExecution.objects.values_list("job_id", "started"))
+    # The one claimed now too: taken and its waiting claims marked together.
+    assert len(claims) == 1 and claims[0].job.pk in flags
+    assert {job_id for job_id, started in flags.items() if started} == {waiting[0]}
+
+
 def test_prune_puts_never_started_claims_back_to_ready_and_fails_started_ones():
     process = register("worker-stale", heartbeat_age=600)
     started, waiting = claim_as_a_worker(process, count=3, started=1)

@@ -10,11 +10,13 @@ from django.utils import timezone
 from steady_queue.compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     task_finished,
     task_started,
 )
 from steady_queue.exceptions import ResultNotStorableError
 from steady_queue.models import ClaimedExecution, Job, Process
+from steady_queue.pipeline.results import StoredTaskResult
 
 from .. import tasks
 from ..helpers import wait_for
@@ -31,6 +33,49 @@ def finished(result, timeout=15):
 
     wait_for(done, timeout=timeout, message=f"job {result.id} did not finish")
     return result
+
+
+class Tagged(dict):
+    pass
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ([], {}),
+        ([1, "two", 3.5, True, None], {"a": [1, (2, 3)], "b": {"c": {"d": ()}}}),
+        ((b"bytes", (True,)), {"tagged": Tagged(x=1), "u": {1: "int key"}}),
+    ],
+)
+def test_a_result_normalizes_its_arguments_as_the_framework_does(args, kwargs):
+    """StoredTaskResult skips normalize_json's ABC checks for plain JSON: the
+    values, their types and their copies must be normalize_json's own."""
+    result = StoredTaskResult(
+        task=tasks.add,
+        id="1",
+        status=TaskResultStatus.READY,
+        enqueued_at=None,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend="default",
+        errors=[],
+        worker_ids=[],
+    )
+
+    def typed(value):
+        if isinstance(value, dict):
+            return (type(value), {typed(k): typed(v) for k, v in value.items()})
+        if isinstance(value, list):
+            return (list, [typed(item) for item in value])
+        return (type(value), value)
+
+    assert typed(result.args) == typed(normalize_json(args))
+    assert typed(result.kwargs) == typed(normalize_json(kwargs))
+    assert result.args is not args and result.kwargs is not kwargs
 
 
 def test_a_sync_task_runs_and_returns_its_value(run_supervisor):

@@ -1,6 +1,7 @@
 """The runtime's small parts: pool, wake-up pipe, database guard, restart policy."""
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -81,6 +82,17 @@ class TestInterruptible:
         assert sleeper.interruptible_sleep(5) is True
         assert time.monotonic() - started < 1
         assert sleeper.interruptible_sleep(0.01) is False
+        sleeper.close_wake_pipe()
+
+    def test_a_byte_behind_a_cleared_flag_ends_one_sleep_not_every_one(self):
+        sleeper = Interruptible()
+        # What a wake-up leaves that set the pending flag, then lost the race
+        # to a drain that cleared it before the wake-up wrote its byte.
+        os.write(sleeper._wake_write, b".")
+        assert sleeper.interruptible_sleep(5) is True
+        started = time.monotonic()
+        assert sleeper.interruptible_sleep(0.05) is False, "the byte stayed unread"
+        assert time.monotonic() - started >= 0.04
         sleeper.close_wake_pipe()
 
     def test_wake_up_after_close_is_a_no_op(self):

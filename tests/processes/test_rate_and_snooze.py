@@ -50,17 +50,27 @@ def test_the_dispatcher_sleeps_until_a_window_opens_then_lets_its_jobs_go(
     make_worker, make_dispatcher, tmp_path
 ):
     path = str(tmp_path / "runs")
-    # Before the enqueues: a window counts from a job's admission, which
-    # comes first, and from its start, which comes later.
-    before = time.monotonic()
     results = [tasks.ten_a_second.enqueue(path, "a") for _ in range(12)]
+    enqueued = RateStart.objects.database_now()
     worker = make_worker(threads=10)
     run_one_poll(worker)
     dispatcher = make_dispatcher(polling_interval=5.0)
 
-    # Ten started just now: the window opens a second after them, sooner
-    # than the dispatcher's polling interval, and it wakes for it (on a
-    # loaded machine some of that second has passed by now).
+    # Ten admitted: the window opens a second after the first of them (a
+    # start counts from its admission until it is stamped), and no later
+    # than a second after the last enqueue. Both clocks are the database's,
+    # so a loaded machine cannot move this.
+    first = RateStart.objects.order_by("admitted_at").first().admitted_at
+    [window] = RateWindow.objects.all()
+    second = timedelta(seconds=1)
+    assert first + second <= window.next_slot_at <= enqueued + second
+
+    # The dispatcher wakes for the window when it opens sooner than its
+    # polling interval. The slot is moved a second ahead just before the
+    # poll: the enqueues and the worker may take over a second on a loaded
+    # machine, and the window would have opened already.
+    before = time.monotonic()
+    RateWindow.objects.update(next_slot_at=RateStart.objects.database_now() + second)
     delay = dispatcher.poll()
     since = time.monotonic() - before
     assert 1.0 - since - 0.05 <= delay <= 1.0

@@ -77,11 +77,20 @@ def test_a_failing_handler_leaves_the_row_to_retry_and_fails_only_that_row(
     failing = Article.objects.create(title="fails")
     Article.objects.create(title="fine")
 
-    settle(runner, lambda: states().get("archived") == 1, "the fine row archived")
+    # Both outcomes, in whichever order: on a loaded machine the failing
+    # handler's thread, logging its traceback, can end after the fine row
+    # has gone through both of its states.
+    failed_try = Article.objects.filter(
+        pk=failing.pk, state_locked_until=None, state_attempts__gte=1
+    )
+    settle(
+        runner,
+        lambda: states().get("archived") == 1 and failed_try.exists(),
+        "the fine row archived and the failing row's try recorded",
+    )
 
     failing.refresh_from_db()
-    assert failing.state == "new" and failing.state_attempts >= 1
-    assert failing.state_locked_until is None
+    assert failing.state == "new"
     assert failing.state_next_attempt_at > failing.state_changed_at
     assert "this article cannot be published" in caplog.text
 

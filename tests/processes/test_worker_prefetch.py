@@ -10,11 +10,12 @@ import pytest
 
 from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
+from steady_queue.exceptions import ProcessExitError, error_payload
 from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes import outcome_recorder
-from steady_queue.processes.claims_ahead import ClaimsAhead
-from steady_queue.processes.outcome_recorder import FLUSH_WINDOW
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
+from steady_queue.processes.shared_claims import SharedClaims
+from steady_queue.processes.worker import MARK_AHEAD_SECONDS
 
 from .. import tasks
 from .test_worker import Ran, claimed_ids, job_ids, refreshed, short_runs_seen
@@ -129,13 +130,14 @@ def test_only_the_claims_handed_to_threads_are_marked_started(make_worker):
     short_runs_seen(worker)
     worker.poll()
 
-    # Marked with them: the claims that start within a flush window (10 runs
-    # of 1 ms on 2 threads). Should the worker die now, a cleaner fails the
-    # two that started and those marked, and puts the rest back to ready (its
-    # own supervisor puts the marked ones back too, by shared memory).
+    # Marked with them: the claims that start before the next claim would
+    # mark them (MARK_AHEAD_SECONDS: 20 runs of 1 ms on 2 threads). Should
+    # the worker die now, a cleaner fails the two that started and those
+    # marked, and puts the rest back to ready (its own supervisor puts the
+    # marked ones back too, by shared memory).
     waiting = [claim.job.pk for claim in worker.waiting]
     assert len(waiting) == MAX_AHEAD and len(worker.pool.held) == 2
-    marked = worker.prefetch.runs_within(FLUSH_WINDOW)
+    marked = worker.prefetch.runs_within(MARK_AHEAD_SECONDS)
     assert 0 < marked < MAX_AHEAD
     assert worker.marked == set(waiting[:marked])
     not_started = ClaimedExecution.objects.not_started()
@@ -161,30 +163,40 @@ def test_a_waiting_claim_resolved_by_a_cleaner_is_not_run(make_worker):
     assert refreshed(running)[0].status == TaskResultStatus.SUCCESSFUL
 
 
-def test_outcomes_are_written_once_a_threads_worth_waits_whatever_the_window(
+def test_a_success_waiting_for_the_window_is_recorded_should_the_worker_die(
     make_worker, monkeypatch
 ):
     # A window no loaded machine outlasts between two polls.
     monkeypatch.setattr(outcome_recorder, "FLUSH_WINDOW", 60.0)
-    results = [tasks.add.enqueue(n, n) for n in range(8)]
+    results = [tasks.add.enqueue(n, 10) for n in range(8)]
     worker = make_worker(threads=2)
+    worker.shared_claims = SharedClaims(8)
     short_runs_seen(worker)
     worker.poll()
-    # More jobs wait than were claimed: outcomes wait for the window.
     short_runs_seen(worker)
     worker.pool.run_first()
-    # One outcome waits for the window; its thread takes a waiting claim.
+    # Its outcome waits for the window while the other job runs.
     assert worker.poll() > 0
-    assert worker.running_count() == 2
+    assert len(worker.recorder.pending) == 1 and worker.running_count() == 2
 
-    worker.pool.run_first()
-    # Two outcomes wait, as many as threads: written now, though two run.
-    # A kill leaves at most about a thread's worth finished and unwritten.
-    worker.poll()
+    # Killed now: its supervisor reads the shared memory and records the
+    # success; the other claims never started (the two handed to threads
+    # had not begun their runs) and go back to ready.
+    leftovers = worker.shared_claims.leftovers()
+    assert [run.return_value for run in leftovers.succeeded] == [10]
+    row = worker.process
+    assert row.record_succeeded_runs(leftovers.succeeded) == [int(results[0].id)]
+    failed = row.deregister(
+        claims_error=error_payload(ProcessExitError, "killed"),
+        never_started=leftovers.never_started,
+    )
 
-    assert not worker.recorder.pending and worker.running_count() == 2
-    statuses = [r.status for r in refreshed(*results)]
-    assert statuses.count(TaskResultStatus.SUCCESSFUL) == 2
+    assert refreshed(results[0])[0].status == TaskResultStatus.SUCCESSFUL
+    assert results[0].return_value == 10
+    assert failed == []
+    states = {r.status for r in refreshed(*results[1:])}
+    assert states == {TaskResultStatus.READY}
+    assert not ClaimedExecution.objects.exists()
 
 
 def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
@@ -192,7 +204,7 @@ def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
 ):
     first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
     worker = make_worker(threads=2)
-    worker.claims_ahead = ClaimsAhead(8)
+    worker.shared_claims = SharedClaims(8)
     worker.poll()
     assert len(worker.pool.held) == 2
 
@@ -201,5 +213,5 @@ def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
     # Its supervisor's view, should the worker die now: the job whose run
     # began (task_started sent) may have run; the other, handed to a thread
     # that has not begun it, goes back to ready.
-    assert worker.claims_ahead.never_started() == {int(second.id)}
+    assert worker.shared_claims.leftovers().never_started == {int(second.id)}
     assert refreshed(first)[0].status == TaskResultStatus.RUNNING

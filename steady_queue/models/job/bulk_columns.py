@@ -9,6 +9,7 @@ and the server unnesting them.
 import json
 from datetime import datetime
 from functools import cache
+from operator import attrgetter
 
 # Every column the bulk insert writes, with its SQL type, in the statement's order.
 COLUMNS = {
@@ -24,6 +25,7 @@ COLUMNS = {
 }
 # Calls differ in their arguments as a rule: not worth comparing.
 ALWAYS_PER_JOB = {"arguments"}
+_READ_COLUMNS = attrgetter(*COLUMNS)
 
 
 def bulk_statement(template, jobs):
@@ -34,8 +36,9 @@ def bulk_statement(template, jobs):
     ``input(entry, position)``.
     """
     shared, per_job = {}, []
-    for column in COLUMNS:
-        values = [getattr(job, column) for job in jobs]
+    # Each column's values, read in one attrgetter call per job.
+    columns = zip(*map(_READ_COLUMNS, jobs), strict=True)
+    for column, values in zip(COLUMNS, columns, strict=True):
         if column not in ALWAYS_PER_JOB and values.count(values[0]) == len(values):
             shared[column] = values[0]
         else:

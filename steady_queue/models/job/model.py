@@ -88,26 +88,40 @@ class Job(models.Model):
 
     @classmethod
     def unsaved(cls, **columns):
-        """A new, unsaved Job from column values; the rest take their defaults.
+        """A new, unsaved Job from column values; the rest take their defaults."""
+        return cls.unsaved_alike()(**columns)
 
-        Built without Model.__init__, which costs more than the rest of a bulk
-        enqueue's Python per job (keyword matching, and the pre_init and
-        post_init signals, which nothing listens to for this model): the
+    @classmethod
+    def unsaved_alike(cls, **shared):
+        """A function that builds new, unsaved Jobs sharing the ``shared``
+        column values (each instance gets the same objects: pass immutable
+        ones); it takes each job's own columns as keywords.
+
+        Jobs are built without Model.__init__, which costs more than the rest
+        of a bulk enqueue's Python per job (keyword matching, and the pre_init
+        and post_init signals, which nothing listens to for this model): an
         instance gets the state and the column values __init__ would give it.
+        The columns the jobs share are looked over once, not per job.
         """
-        job = cls.__new__(cls)
-        job._state = ModelState()
         defaults = _column_defaults(cls)
-        if not defaults.attnames.issuperset(columns):
-            unknown = sorted(set(columns) - defaults.attnames)
-            raise TypeError(f"Job has no columns {', '.join(unknown)}")
-        values = job.__dict__
-        values.update(defaults.fixed)
-        for attname, make in defaults.made:
-            if attname not in columns:
-                values[attname] = make()
-        values.update(columns)
-        return job
+        _refuse_unknown_columns(defaults, shared)
+        fixed = {**defaults.fixed, **shared}
+        made = [(name, make) for name, make in defaults.made if name not in shared]
+        new = cls.__new__
+
+        def unsaved(**columns):
+            _refuse_unknown_columns(defaults, columns)
+            job = new(cls)
+            job._state = ModelState()
+            values = job.__dict__
+            values.update(fixed)
+            for attname, make in made:
+                if attname not in columns:
+                    values[attname] = make()
+            values.update(columns)
+            return job
+
+        return unsaved
 
     @classmethod
     def select_columns(cls, alias):
@@ -220,6 +234,12 @@ class _ColumnDefaults:
     attnames: frozenset
     fixed: dict
     made: tuple
+
+
+def _refuse_unknown_columns(defaults, columns):
+    if not defaults.attnames.issuperset(columns):
+        unknown = sorted(set(columns) - defaults.attnames)
+        raise TypeError(f"Job has no columns {', '.join(unknown)}")
 
 
 @cache
