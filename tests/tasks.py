@@ -145,6 +145,16 @@ def one_at_a_time(path, key, seconds):
     return _record_interval(path, key, seconds)
 
 
+# Its slot outlives any test: a test that kills or cancels the holder sees
+# the slot come back through that path, never through the slot's expiry (5 s
+# after one_at_a_time's enqueue had passed before the kill on a loaded lane,
+# and the expiry and the failed claim then each let a blocked run go).
+@limits_concurrency(to=1, key=_key_argument, duration=600)
+@task
+def one_at_a_time_until_released(path, key, seconds):
+    return _record_interval(path, key, seconds)
+
+
 @task
 @limits_concurrency(to=3, key=_key_argument)
 def three_at_a_time(path, key, seconds):

@@ -138,9 +138,10 @@ def test_in_thread_mode_a_cancelled_limited_run_keeps_its_slot_until_it_returns(
     wait_for_boot(supervisor)
     path = tmp_path / "runs"
     # Both under one key (the second argument): the second waits for a slot.
-    first = tasks.one_at_a_time.enqueue(str(path), "first", 3)
+    limited = tasks.one_at_a_time_until_released
+    first = limited.enqueue(str(path), "first", 3)
     wait_for(lambda: running(path, "first"), timeout=20, message="first running")
-    second = tasks.one_at_a_time.enqueue(str(path), "first", 0)
+    second = limited.enqueue(str(path), "first", 0)
 
     assert "Cancelled 1 running job(s)." in cancel(first)
     wait_for(
@@ -163,13 +164,14 @@ def test_a_forked_worker_is_replaced_at_once_and_the_slot_waits_for_it(
     path, other_notes = tmp_path / "runs", tmp_path / "other"
     # One worker runs both: the cancelled limited job and an unrelated one.
     tasks.runs_for.enqueue(str(other_notes), 60)
-    cancelled = tasks.one_at_a_time.enqueue(str(path), "k", 60)
+    limited = tasks.one_at_a_time_until_released
+    cancelled = limited.enqueue(str(path), "k", 60)
     wait_for(
         lambda: notes(other_notes) == ["started"] and running(path, "k"),
         timeout=20,
         message="both jobs running",
     )
-    blocked = tasks.one_at_a_time.enqueue(str(path), "k", 0)
+    blocked = limited.enqueue(str(path), "k", 0)
 
     cancel(cancelled)
     # Not after the unrelated job's 60 s: it gets shutdown_timeout, then is
