@@ -318,7 +318,7 @@ def test_a_coroutine_handler_past_its_timeout_is_cancelled_as_a_failed_try(
     sleeper = Errand.objects.create(behaviour="sleeps")
     started = timezone.now()
 
-    # ErrandStates.todo's timeout is 0.5 s: the loop cancels the coroutine.
+    # ErrandStates.todo's timeout is 3 s: the loop cancels the coroutine.
     settle(
         runner,
         lambda: (
@@ -330,7 +330,7 @@ def test_a_coroutine_handler_past_its_timeout_is_cancelled_as_a_failed_try(
 
     assert sleeper.state == "todo"
     assert sleeper.state_next_attempt_at >= started + timedelta(seconds=29)
-    assert "ran past its 0.5 s timeout" in caplog.text
+    assert "ran past its 3 s timeout" in caplog.text
     # Cancelled on the loop: the runner does not drain, and the loop is free.
     assert runner.replacement_reason is None and not runner.stopping
     fine = Errand.objects.create()
