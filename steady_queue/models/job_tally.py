@@ -51,8 +51,8 @@ def seconds_of(outcome):
 
 
 def tally_fields(outcome):
-    """An outcome's queue, task, bucket and seconds (for PostgreSQL's
-    finalize, which counts in SQL the outcomes it records)."""
+    """An outcome's queue, task, bucket and seconds: what tally_rows sums,
+    and what PostgreSQL's finalize receives to count in SQL."""
     seconds = seconds_of(outcome)
     job = outcome.job
     return job.queue_name, job.task_path, bucket_of(seconds), seconds or 0.0
@@ -62,11 +62,10 @@ def tally_rows(outcomes):
     """The outcomes counted: sorted (queue, task, status, bucket, count, seconds)."""
     sums = defaultdict(lambda: [0, 0.0])
     for outcome in outcomes:
-        seconds = seconds_of(outcome)
-        job = outcome.job
-        key = (job.queue_name, job.task_path, status_of(outcome), bucket_of(seconds))
+        queue, task, bucket, seconds = tally_fields(outcome)
+        key = (queue, task, status_of(outcome), bucket)
         sums[key][0] += 1
-        sums[key][1] += seconds or 0.0
+        sums[key][1] += seconds
     return [(*key, count, seconds) for key, (count, seconds) in sorted(sums.items())]
 
 
