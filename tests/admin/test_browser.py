@@ -439,3 +439,37 @@ def test_an_operator_reads_task_performance_and_watches_jobs_live(browser, live_
     browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
     # Remembered per page: the dashboard's box is still off.
     assert not browser.find_element(By.ID, "sq-live-refresh").is_selected()
+
+
+def test_the_dashboard_says_first_that_no_worker_is_alive(browser, live_server):
+    """At 1400x900, before any scrolling: no worker alive, in red, with the
+    queue left waiting and the command that starts one."""
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    recent_history()
+    for _ in range(50):
+        make_job("ready", task_path="shop.tasks.send_email")
+    Process.objects.all().delete()
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    panel = browser.find_element(By.ID, "sq-workers")
+
+    assert panel.text.startswith("No worker is alive.")
+    assert "ready jobs wait, and none will run until one starts" in panel.text
+    assert "Queue 'default' has 50 ready job(s) and no live worker" in panel.text
+    viewport = browser.execute_script("return window.innerHeight")
+    assert panel.rect["y"] + panel.rect["height"] <= viewport, panel.rect
+    red, green, blue = rgb(panel.value_of_css_property("border-top-color"))
+    assert red > 150 and green < 80 and blue < 80
+    status = browser.find_element(By.CSS_SELECTOR, "#sq-queue-default .sq-queue-status")
+    assert status.text == "No live worker"
+    browser.save_screenshot(str(SHOTS / "dashboard-no-worker.png"))
+
+
+def rgb(css_color):
+    """(r, g, b) of a computed CSS colour, "rgb(...)" or "rgba(...)"."""
+    inside = css_color[css_color.index("(") + 1 : css_color.index(")")]
+    return tuple(int(float(part)) for part in inside.split(",")[:3])
