@@ -473,3 +473,48 @@ def rgb(css_color):
     """(r, g, b) of a computed CSS colour, "rgb(...)" or "rgba(...)"."""
     inside = css_color[css_color.index("(") + 1 : css_color.index(")")]
     return tuple(int(float(part)) for part in inside.split(",")[:3])
+
+
+def test_a_jobs_page_leads_with_its_state_in_words(browser, live_server):
+    """A job that succeeded after a retry, and one parked on an event: each
+    page's first screen (1400x900) says what happened, or what it waits for."""
+    from selenium.webdriver.common.by import By
+
+    from steady_queue.testing import run_pending
+    from tests import workflow_tasks
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    retried = make_job("finished", task_path="shop.tasks.charge_card")
+    retried.errors = [
+        {"exception_class_path": "shop.tasks.PaymentDeclined", "traceback": "x"}
+    ]
+    retried.worker_ids = ["worker-1", "worker-2"]
+    retried.return_value = {"charge": 1, "amount": "18.50"}
+    retried.save()
+    parked = workflow_tasks.waits_for.enqueue("payment-confirmed:2", timeout=300)
+    run_pending()
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    viewport = browser.execute_script("return window.innerHeight")
+    for job_id, expected, shot in (
+        (
+            retried.pk,
+            "Succeeded after 1 failed attempt, finished",
+            "job-succeeded-after-retry",
+        ),
+        (
+            parked.id,
+            "Waiting for the event 'payment-confirmed:2', timing out in",
+            "job-parked",
+        ),
+    ):
+        browser.get(f"{live_server.url}/admin/steady_queue/job/{job_id}/change/")
+        line = browser.find_element(By.ID, "sq-story")
+        assert line.text.startswith(expected), line.text
+        assert line.rect["y"] + line.rect["height"] <= viewport, line.rect
+        # No red banner: a failure that was retried is in the attempts table.
+        browser.implicitly_wait(0)
+        assert not browser.find_elements(By.ID, "sq-failure")
+        browser.implicitly_wait(scaled(5))
+        browser.save_screenshot(str(SHOTS / f"{shot}.png"))
