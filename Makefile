@@ -3,10 +3,12 @@ PYTHON ?= python3.12
 VENVS := .venv
 PIP_FLAGS := --quiet --disable-pip-version-check
 
-# The Django versions the suite runs against; 5.2 uses the django-tasks backport.
+# The Django versions the suite runs against; 5.2 uses the django-tasks backport,
+# and croniter 6 where the others install 7: a schedule means the same on both
+# (tests/recurring/test_schedule.py).
 DJANGO_dj61 := Django==6.1.*
 DJANGO_dj60 := Django==6.0.*
-DJANGO_dj52 := Django==5.2.* django-tasks==0.12.*
+DJANGO_dj52 := Django==5.2.* django-tasks==0.12.* croniter==6.*
 # The clients lane (tests_clients/): a Wagtail 8 site with django-tasks-monitor, on
 # the newest Django Wagtail 8 lists; pinned, so their next releases do not move it.
 DJANGO_wagtail := Django==6.1.* wagtail==8.0.* django-tasks-monitor==0.1.0

@@ -17,10 +17,10 @@ from .migration_state import MIGRATE_HINT, not_migrated_message
 from .schedules.checks import check_recurring
 from .schedules.specs import static_specs
 
-# Where the hints send people: the configuration page of the documentation
-# (also in the package's Project-URLs).
+# Where the hints send people: the documentation's page, by its title and by
+# the file that ships in the source distribution (no hosted copy exists yet).
 CONFIGURATION_DOCS = (
-    "https://django-steady-queue.readthedocs.io/en/latest/configuration.html"
+    "the Configuration page of the documentation (docs/configuration.rst)"
 )
 
 
@@ -43,10 +43,7 @@ def refuse_if_not_installed(alias):
     (which need the app) are imported.
     """
     if not apps.is_installed("steady_queue"):
-        raise ImproperlyConfigured(
-            f"{not_installed_message(alias)} {INSTALL_HINT} (system check "
-            "steady_queue.E001)"
-        )
+        raise ImproperlyConfigured(f"{not_installed_message(alias)} {INSTALL_HINT}")
 
 
 def check_backend(backend, steady_queue_databases, **kwargs):
@@ -79,7 +76,7 @@ def check_backend(backend, steady_queue_databases, **kwargs):
     messages.extend(
         checks.Error(
             error,
-            hint=f"Every option is described at {CONFIGURATION_DOCS}",
+            hint=f"Every option is described on {CONFIGURATION_DOCS}.",
             id="steady_queue.E002",
         )
         for error in errors

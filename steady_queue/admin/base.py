@@ -6,6 +6,8 @@ from django.utils.functional import cached_property
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
 from ..reporting.moments import moment_html
+from ..reporting.queues import known_queue_names, queue_overview
+from ..reporting.status import workers_overview
 from ..states import COUNT_LIMIT
 
 
@@ -18,6 +20,20 @@ def queue_database():
     """The database alias of the default backend's tables."""
     backend = queue_backend()
     return getattr(backend, "database", "default")
+
+
+def queues_and_workers(now=None):
+    """(queue_overview rows, workers_overview) of the admin's backend; each
+    queue row says whether a live worker claims from it ("served")."""
+    backend = queue_backend()
+    database = queue_database()
+    queues = queue_overview(database, known_queue_names(backend, database), now)
+    workers = workers_overview(
+        database, backend.alias, backend.config.process_alive_threshold, queues
+    )
+    for queue in queues:
+        queue["served"] = queue["name"] not in workers["unserved"]
+    return queues, workers
 
 
 def can(request, codename):

@@ -6,10 +6,9 @@ from django.utils import timezone
 from ..models import Process
 from ..models.job.counts import counts_by_state, is_estimate
 from ..reporting import charts
-from ..reporting.queues import known_queue_names, queue_overview
 from ..reporting.state_machines import state_machines_overview
 from ..reporting.throughput import failure_rate, per_minute
-from .base import can, page_context, queue_backend, queue_database
+from .base import can, page_context, queue_database, queues_and_workers
 
 # Seconds between the page's reloads while its live refresh box is ticked
 # (static/steady_queue/live_refresh.js).
@@ -19,9 +18,9 @@ REFRESH_SECONDS = 5
 def render_dashboard(request, admin_site):
     """Render the dashboard inside the admin's layout."""
     now = timezone.now()
-    backend = queue_backend()
     database = queue_database()
-    queues = queue_overview(database, known_queue_names(backend, database), now)
+    # First on the page: whether anything runs the jobs at all.
+    queues, workers = queues_and_workers(now)
     minutes = per_minute(database, 60, now)
     processes = Process.objects.using(database).order_by("kind", "name")
     # Hosts and pids are for users who may view processes; others get counts.
@@ -32,6 +31,7 @@ def render_dashboard(request, admin_site):
         "title": "Steady Queue dashboard",
         "now": now,
         "refresh_seconds": REFRESH_SECONDS,
+        "workers": workers,
         "counts": counts,
         "counts_estimated": is_estimate(counts),
         "queues": queues,

@@ -1,4 +1,5 @@
-"""What a job's page shows first: its error, and each of its attempts.
+"""What a job's page shows first: its state in words, its error, and each
+of its attempts.
 
 A job row keeps one error per failed attempt (``errors``) and one worker id
 per run that ended (``worker_ids``), and three times of its own: when the
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..models import BlockedExecution, Job, JobDependency
+from ..models.admission import RATE
 from ..states import State
 
 NOT_STORED = "not stored"
@@ -223,3 +225,112 @@ def _related(database, ids):
         else RelatedJob(job_id=pk)
         for pk in ids
     ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Story:
+    """A job's state in words, the first line of its page: ``headline``,
+    then ``moment_label`` and ``moment`` ("finished 3 s ago", "timing out in
+    4 min") if any; ``tone``
+    colours it: "ok", "alarm", "waiting" or "running"."""
+
+    tone: str
+    headline: str
+    moment_label: str = ""
+    moment: datetime | None = None
+
+
+def story_of(job, observed, attempts, wait, dependencies):
+    """The Story of a job from what its page already read: the Observed
+    state, attempts_of(), the ShownWait (or None) and dependencies_of()."""
+    state = observed.state
+    # Each failed attempt left an error; a parked run is not a failure.
+    failures = job.error_count
+    if state == State.FINISHED:
+        headline = "Succeeded"
+        if failures:
+            headline += f" after {_count(failures, 'failed attempt')}"
+        return Story(
+            tone="ok",
+            headline=headline,
+            moment_label="finished",
+            moment=job.finished_at,
+        )
+    if state == State.FAILED:
+        headline = (
+            f"Failed after {_count(failures, 'attempt')}" if failures else "Failed"
+        )
+        return Story(
+            tone="alarm",
+            headline=headline,
+            moment_label="finished",
+            moment=job.finished_at,
+        )
+    if state == State.RUNNING:
+        running = attempts[-1] if attempts and attempts[-1].running else None
+        number = running.number if running else len(attempts) + 1
+        where = f" on {observed.claimed_by}" if observed.claimed_by else ""
+        return Story(
+            tone="running",
+            headline=f"Running attempt {number}{where}",
+            moment_label="started",
+            moment=observed.claimed_at,
+        )
+    if state == State.SCHEDULED and wait is not None:
+        if wait.event_name is None:
+            return Story(
+                tone="waiting",
+                headline="Sleeping (a durable sleep)",
+                moment_label="waking",
+                moment=wait.until,
+            )
+        if wait.until is None:
+            return Story(
+                tone="waiting",
+                headline=f"Waiting for the event {wait.event_name!r}, with no timeout",
+            )
+        return Story(
+            tone="waiting",
+            headline=f"Waiting for the event {wait.event_name!r}",
+            moment_label="timing out",
+            moment=wait.until,
+        )
+    again = f", a retry after {_count(failures, 'failed attempt')}," if failures else ""
+    if state == State.SCHEDULED:
+        return Story(
+            tone="waiting",
+            headline=f"Scheduled{again.rstrip(',')}",
+            moment_label="due",
+            moment=job.scheduled_at,
+        )
+    if state == State.BLOCKED:
+        return Story(tone="waiting", headline=_blocked_on(job, dependencies))
+    if state == State.READY:
+        return Story(
+            tone="waiting",
+            headline=f"Ready{again.rstrip(',')}: waiting for a worker of queue "
+            f"{job.queue_name!r}",
+        )
+    return Story(tone="alarm", headline="Its state cannot be read")
+
+
+def _blocked_on(job, dependencies):
+    if dependencies.pending is not None:
+        jobs = _count(dependencies.pending, "job")
+        return f"Blocked until {jobs} it depends on end"
+    blocked = (
+        BlockedExecution.objects.using(job._state.db)
+        .filter(job_id=job.pk)
+        .values_list("waits_for", "concurrency_key")
+        .first()
+    )
+    if blocked is None:
+        return "Blocked"
+    waits_for, key = blocked
+    if waits_for == RATE:
+        return f"Blocked until the rate limit {key!r} lets it start"
+    return f"Blocked until a slot of the concurrency limit {key!r} is free"
+
+
+def _count(count, noun):
+    return f"{count} {noun}{'s' if count != 1 else ''}"

@@ -43,7 +43,7 @@ def steps_and_wait(job):
             ShownStep(
                 name=step.name,
                 kind=step.kind,
-                value=_shown(step.value),
+                value=shown_value(step.value),
                 finished_at=step.finished_at,
             )
             for step in steps
@@ -58,7 +58,8 @@ def steps_and_wait(job):
     }
 
 
-def _shown(value):
+def shown_value(value):
+    """A stored value as JSON text for a page, cut past SHOWN_VALUE_CHARS."""
     text = json.dumps(json_return_value(value), sort_keys=True, default=str)
     if len(text) > SHOWN_VALUE_CHARS:
         cut = len(text) - SHOWN_VALUE_CHARS

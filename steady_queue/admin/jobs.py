@@ -32,8 +32,8 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
-from .job_page import attempts_of, dependencies_of, last_failed
-from .job_steps import steps_and_wait
+from .job_page import attempts_of, dependencies_of, last_failed, story_of
+from .job_steps import shown_value, steps_and_wait
 
 
 @admin.register(Job)
@@ -332,10 +332,17 @@ def _error_first(job):
     """What job/change_form.html shows above the fields: the error, the attempts."""
     observed = observe(job)
     attempts = attempts_of(job, observed)
+    steps = steps_and_wait(job)
+    dependencies = dependencies_of(job)
+    succeeded = observed.state == State.FINISHED
     return {
+        "sq_story": story_of(job, observed, attempts, steps["sq_wait"], dependencies),
+        "sq_result_text": shown_value(job.return_value) if job.finished_at else "",
         "sq_failed": observed.state == State.FAILED,
-        "sq_failed_attempt": last_failed(attempts),
+        # A job that failed, or is being retried, leads with its latest error;
+        # one that succeeded keeps its earlier failures in the attempts table.
+        "sq_failed_attempt": None if succeeded else last_failed(attempts),
         "sq_attempts": attempts,
-        **steps_and_wait(job),
-        "sq_dependencies": dependencies_of(job),
+        **steps,
+        "sq_dependencies": dependencies,
     }

@@ -8,8 +8,13 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..models import Pause
-from ..reporting.queues import known_queue_names, queue_overview
-from .base import ReadOnlyAdmin, can, page_context, queue_backend, queue_database
+from .base import (
+    ReadOnlyAdmin,
+    can,
+    page_context,
+    queue_database,
+    queues_and_workers,
+)
 
 
 @admin.register(Pause)
@@ -35,14 +40,12 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        database = queue_database()
+        queues, _ = queues_and_workers()
         context = {
             **page_context(self.admin_site, request),
             "title": "Queues",
             "opts": self.opts,
-            "queues": queue_overview(
-                database, known_queue_names(queue_backend(), database)
-            ),
+            "queues": queues,
             "can_pause": can(request, "pause_queue"),
             **(extra_context or {}),
         }

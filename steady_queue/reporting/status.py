@@ -30,9 +30,8 @@ def collect_status(backend):
     queues = queue_overview(db, now=now)
     running_by_process = ClaimedExecution.objects.using(db).counts_by_process()
     counts = counts_by_state(db)
-    processes = Process.objects.using(db)
-    workers = processes.alive(backend.config.process_alive_threshold).filter(
-        kind="worker"
+    workers = workers_overview(
+        db, backend.alias, backend.config.process_alive_threshold, queues
     )
     return {
         "backend": backend.alias,
@@ -72,12 +71,35 @@ def collect_status(backend):
         "rate_limits": rate_limits_overview(db),
         # Each in its own model's database (its router's), not only ``db``.
         "state_machines": state_machines_overview(now),
-        "warnings": unserved_queue_warnings(
-            queues,
-            workers,
-            ReadyExecution.objects.using(db).counts_by_backend_and_queue(),
-            backend.alias,
+        "warnings": workers["warnings"],
+    }
+
+
+def workers_overview(database, alias, alive_threshold, queues):
+    """The live workers of a queue database and the queues none of them reads:
+    {"alive": count, "last_heartbeat_at": the latest (or None), "ready": ready
+    jobs of ``alias``, "unserved": names of ``queues`` (queue_overview rows)
+    no live worker of ``alias`` claims from, "warnings": a line per unpaused
+    queue with ready jobs that none reads}."""
+    workers = list(
+        Process.objects.using(database).alive(alive_threshold).filter(kind="worker")
+    )
+    ready = ReadyExecution.objects.using(database).counts_by_backend_and_queue()
+    selectors = queue_selectors(workers)
+    return {
+        "alive": len(workers),
+        "last_heartbeat_at": max(
+            (worker.last_heartbeat_at for worker in workers), default=None
         ),
+        "ready": sum(
+            count for (backend_name, _), count in ready.items() if backend_name == alias
+        ),
+        "unserved": {
+            queue["name"]
+            for queue in queues
+            if not is_served(selectors, alias, queue["name"])
+        },
+        "warnings": unserved_queue_warnings(queues, workers, ready, alias),
     }
 
 
@@ -88,6 +110,27 @@ NOT_SEEN_HERE = (
 )
 
 
+def queue_selectors(workers):
+    """A QueueSelector per live worker row, from the alias and queue list it
+    registered with."""
+    return [
+        QueueSelector(
+            worker.metadata.get("queues", "*").split(","),
+            None,
+            backend_name=worker.metadata.get("backend", "default"),
+        )
+        for worker in workers
+    ]
+
+
+def is_served(selectors, backend_name, queue):
+    """Whether a live worker of ``backend_name`` claims from ``queue``."""
+    return any(
+        selector.backend_name == backend_name and selector.serves(queue)
+        for selector in selectors
+    )
+
+
 def unserved_queue_warnings(queues, workers, ready, alias):
     """A line for each unpaused queue with ready jobs that no live worker reads.
 
@@ -96,21 +139,11 @@ def unserved_queue_warnings(queues, workers, ready, alias):
     queue): ready jobs}: a worker reads only its own alias's jobs, so another
     alias's jobs in a queue it serves still wait (named with their alias).
     """
-    selectors = [
-        QueueSelector(
-            worker.metadata.get("queues", "*").split(","),
-            None,
-            backend_name=worker.metadata.get("backend", "default"),
-        )
-        for worker in workers
-    ]
+    selectors = queue_selectors(workers)
     paused = {q["name"] for q in queues if q["paused"]}
     warnings = []
     for (backend_name, name), count in sorted(ready.items()):
-        if name in paused or any(
-            selector.backend_name == backend_name and selector.serves(name)
-            for selector in selectors
-        ):
+        if name in paused or is_served(selectors, backend_name, name):
             continue
         if backend_name == alias:
             warnings.append(

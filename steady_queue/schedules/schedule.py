@@ -1,5 +1,6 @@
 """Schedule: a cron line or phrase in a time zone, and the run times it gives."""
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,11 @@ CRON_ALIASES = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+# Each field's bounds (seconds first in a 6-field line); Sunday is 0 here.
+FIELD_BOUNDS = [(0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6)]
+# A field item "start/step" with no end: cron(8) reads it as start to the
+# field's maximum, every step.
+OPEN_STEP = re.compile(r"^(\d+)/(\d+)$")
 # "0 9 * * * America/New_York", as Solid Queue writes a zone: not accepted.
 ZONE_SUFFIX = re.compile(r"\s(utc|[a-z]+/[a-z_+-]+(/[a-z_+-]+)?)$", re.IGNORECASE)
 
@@ -99,7 +105,9 @@ class Schedule:
     def next_after(self, moment):
         """The first run time strictly after ``moment``, in UTC."""
         local = moment.astimezone(self.zone)
-        times = _croniter(self.cron, local, second_at_beginning=self.has_seconds)
+        times = _croniter(
+            _spelled_out(self.cron), local, second_at_beginning=self.has_seconds
+        )
         while True:
             candidate = times.get_next(datetime)
             if candidate > moment and not self._skipped(candidate):
@@ -109,7 +117,9 @@ class Schedule:
         """The last run time at or before ``moment``, in UTC."""
         after = moment + timedelta(microseconds=1)
         times = _croniter(
-            self.cron, after.astimezone(self.zone), second_at_beginning=self.has_seconds
+            _spelled_out(self.cron),
+            after.astimezone(self.zone),
+            second_at_beginning=self.has_seconds,
         )
         while True:
             candidate = times.get_prev(datetime)
@@ -154,6 +164,35 @@ def _zone(name):
             "'Europe/Paris', 'America/New_York' or 'UTC'",
             "time_zone",
         ) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _spelled_out(cron):
+    """The cron line with each open step ("59/15") written as the list of
+    minutes, hours ... it means in cron(8) ("59").
+
+    croniter 7.0 reads an open step that way; 6.x wrapped one whose start
+    plus step passed the field's maximum round to its minimum ("59/15" ran
+    at :00, :15, :30 and :45). A list means the same to both, so a schedule
+    runs at the same times whichever croniter a project installed.
+    """
+    fields = cron.split()
+    bounds = FIELD_BOUNDS[-len(fields) :]
+    return " ".join(
+        ",".join(_open_step_listed(item, bounds[index]) for item in field.split(","))
+        for index, field in enumerate(fields)
+    )
+
+
+def _open_step_listed(item, bounds):
+    found = OPEN_STEP.match(item)
+    if found is None:
+        return item
+    start, step = int(found[1]), int(found[2])
+    low, high = bounds
+    if step == 0 or not low <= start <= high:
+        return item  # croniter's own error names what is wrong
+    return ",".join(str(value) for value in range(start, high + 1, step))
 
 
 def _croniter(*args, **kwargs):

@@ -439,3 +439,82 @@ def test_an_operator_reads_task_performance_and_watches_jobs_live(browser, live_
     browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
     # Remembered per page: the dashboard's box is still off.
     assert not browser.find_element(By.ID, "sq-live-refresh").is_selected()
+
+
+def test_the_dashboard_says_first_that_no_worker_is_alive(browser, live_server):
+    """At 1400x900, before any scrolling: no worker alive, in red, with the
+    queue left waiting and the command that starts one."""
+    from selenium.webdriver.common.by import By
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    recent_history()
+    for _ in range(50):
+        make_job("ready", task_path="shop.tasks.send_email")
+    Process.objects.all().delete()
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    panel = browser.find_element(By.ID, "sq-workers")
+
+    assert panel.text.startswith("No worker is alive.")
+    assert "ready jobs wait, and none will run until one starts" in panel.text
+    assert "Queue 'default' has 50 ready job(s) and no live worker" in panel.text
+    viewport = browser.execute_script("return window.innerHeight")
+    assert panel.rect["y"] + panel.rect["height"] <= viewport, panel.rect
+    red, green, blue = rgb(panel.value_of_css_property("border-top-color"))
+    assert red > 150 and green < 80 and blue < 80
+    status = browser.find_element(By.CSS_SELECTOR, "#sq-queue-default .sq-queue-status")
+    assert status.text == "No live worker"
+    browser.save_screenshot(str(SHOTS / "dashboard-no-worker.png"))
+
+
+def rgb(css_color):
+    """(r, g, b) of a computed CSS colour, "rgb(...)" or "rgba(...)"."""
+    inside = css_color[css_color.index("(") + 1 : css_color.index(")")]
+    return tuple(int(float(part)) for part in inside.split(",")[:3])
+
+
+def test_a_jobs_page_leads_with_its_state_in_words(browser, live_server):
+    """A job that succeeded after a retry, and one parked on an event: each
+    page's first screen (1400x900) says what happened, or what it waits for."""
+    from selenium.webdriver.common.by import By
+
+    from steady_queue.testing import run_pending
+    from tests import workflow_tasks
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    retried = make_job("finished", task_path="shop.tasks.charge_card")
+    retried.errors = [
+        {"exception_class_path": "shop.tasks.PaymentDeclined", "traceback": "x"}
+    ]
+    retried.worker_ids = ["worker-1", "worker-2"]
+    retried.return_value = {"charge": 1, "amount": "18.50"}
+    retried.save()
+    parked = workflow_tasks.waits_for.enqueue("payment-confirmed:2", timeout=300)
+    run_pending()
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    viewport = browser.execute_script("return window.innerHeight")
+    for job_id, expected, shot in (
+        (
+            retried.pk,
+            "Succeeded after 1 failed attempt, finished",
+            "job-succeeded-after-retry",
+        ),
+        (
+            parked.id,
+            "Waiting for the event 'payment-confirmed:2', timing out in",
+            "job-parked",
+        ),
+    ):
+        browser.get(f"{live_server.url}/admin/steady_queue/job/{job_id}/change/")
+        line = browser.find_element(By.ID, "sq-story")
+        assert line.text.startswith(expected), line.text
+        assert line.rect["y"] + line.rect["height"] <= viewport, line.rect
+        # No red banner: a failure that was retried is in the attempts table.
+        browser.implicitly_wait(0)
+        assert not browser.find_elements(By.ID, "sq-failure")
+        browser.implicitly_wait(scaled(5))
+        browser.save_screenshot(str(SHOTS / f"{shot}.png"))

@@ -227,3 +227,60 @@ def test_a_trimmed_rows_attempts_keep_their_numbers_and_say_what_was_not_kept(
         assert f"ValueError: try {number}<" in rows[number]
         started = (moment + timedelta(seconds=number)).isoformat()
         assert f'datetime="{started}"' in rows[number]
+
+
+def story(content):
+    """The job page's first line: its state in words, before everything else."""
+    start = content.index('id="sq-story"')
+    assert start < content.index("<fieldset")
+    return content[start : content.index("</section>", start)]
+
+
+def test_a_job_that_succeeded_after_retries_leads_with_that_and_its_result(operator):
+    job = make_job("finished")
+    job.errors = [
+        {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK}
+    ]
+    job.worker_ids = ["worker-1", "worker-2"]
+    job.return_value = {"charged": 42}
+    job.save()
+
+    content = page(operator, job).content.decode()
+
+    line = story(content)
+    assert "sq-story-ok" in line
+    assert "<b>Succeeded after 1 failed attempt</b>, finished" in line
+    assert "{&quot;charged&quot;: 42}" in line
+    # No red banner: the failed first attempt is in the attempts table.
+    assert 'id="sq-failure"' not in content
+    row = content[content.index('id="sq-attempt-1"') :]
+    assert "ValueError" in row[: row.index("</tr>")]
+
+
+def test_a_failed_job_leads_with_failed_and_its_error(operator):
+    job = make_job("failed")
+    content = page(operator, job).content.decode()
+
+    line = story(content)
+    assert (
+        "sq-story-alarm" in line and "<b>Failed after 1 attempt</b>, finished" in line
+    )
+    assert content.index('id="sq-story"') < content.index('id="sq-failure"')
+
+
+def test_a_running_job_says_which_attempt_runs_where(operator):
+    job = make_job("running")
+    line = story(page(operator, job).content.decode())
+    assert f"<b>Running attempt 1 on worker-{job.pk}</b>, started" in line
+
+
+def test_a_blocked_job_names_the_limit_it_waits_for(operator):
+    job = make_job("blocked")
+    line = story(page(operator, job).content.decode())
+    assert "Blocked until a slot of the concurrency limit &#x27;account/7&#x27;" in line
+
+
+def test_a_ready_job_names_its_queue(operator):
+    job = make_job("ready", queue="mail")
+    line = story(page(operator, job).content.decode())
+    assert "Ready: waiting for a worker of queue &#x27;mail&#x27;" in line

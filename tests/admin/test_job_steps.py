@@ -53,3 +53,69 @@ def test_a_job_without_steps_shows_neither(operator):
     run_pending()
     content = page(operator, Job.objects.get(pk=result.id).pk)
     assert 'id="sq-steps"' not in content and 'id="sq-wait"' not in content
+
+
+def story(content):
+    """The job page's first line: its state in words, before everything else."""
+    start = content.index('id="sq-story"')
+    assert start < content.index("<fieldset")
+    return content[start : content.index("</section>", start)]
+
+
+def test_a_parked_job_reads_as_waiting_for_its_event_not_as_scheduled(operator):
+    result = tasks.waits_for.enqueue("paid:9", timeout=3600)
+    run_pending()
+
+    line = story(page(operator, result.id))
+    assert "sq-story-waiting" in line
+    assert "Waiting for the event &#x27;paid:9&#x27;</b>, timing out <time" in line
+    assert "Scheduled" not in line
+
+
+def test_a_parked_job_with_no_timeout_says_so(operator):
+    result = tasks.waits_for.enqueue("paid:10")
+    run_pending()
+
+    line = story(page(operator, result.id))
+    assert "Waiting for the event &#x27;paid:10&#x27;, with no timeout</b>" in line
+
+
+def test_a_sleeping_job_reads_as_sleeping_until(operator):
+    result = tasks.sleeps.enqueue("nap", 3600)
+    run_pending()
+
+    line = story(page(operator, result.id))
+    assert "Sleeping (a durable sleep)</b>, waking <time" in line
+
+
+def test_a_released_job_that_finished_reads_as_succeeded(operator):
+    result = tasks.waits_for.enqueue("paid:11")
+    run_pending()
+    emit_event("paid:11", {"amount": 10})
+    run_pending()
+
+    line = story(page(operator, result.id))
+    # Parked once, never failed.
+    assert "sq-story-ok" in line and "<b>Succeeded</b>, finished" in line
+
+
+def test_a_parked_run_reads_as_parked_not_as_an_error_not_stored(operator):
+    result = tasks.waits_for.enqueue("paid:12")
+    run_pending()
+    emit_event("paid:12", {"amount": 10})
+    run_pending()
+
+    content = page(operator, result.id)
+    parked = content[content.index('id="sq-attempt-1"') :]
+    parked = parked[: parked.index("</tr>")]
+    assert "it parked (a wait or a durable sleep, see Steps)" in parked
+    assert "not stored" not in parked
+
+
+def test_the_run_that_parked_reads_as_parked_while_the_job_waits(operator):
+    result = tasks.waits_for.enqueue("paid:13", timeout=3600)
+    run_pending()
+
+    content = page(operator, result.id)
+    row = content[content.index('id="sq-attempt-1"') :]
+    assert "parked: it runs again when its wait ends" in row[: row.index("</tr>")]

@@ -8,7 +8,13 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from steady_queue.models import Job, RecurringExecution, RecurringTask, Semaphore
+from steady_queue.models import (
+    Job,
+    Process,
+    RecurringExecution,
+    RecurringTask,
+    Semaphore,
+)
 from tests.admin.conftest import VIEW, staff_with
 from tests.factories import make_job
 
@@ -247,3 +253,68 @@ def test_a_frequent_recurring_tasks_last_and_next_run_differ(operator):
     upcoming = re.search(r'class="field-next_run_at"><time [^>]*>([^<]+)<', content)
     assert re.fullmatch(r"\d+ s ago", last.group(1))
     assert re.fullmatch(r"in \d s", upcoming.group(1))
+
+
+def workers_panel(content):
+    """The dashboard's workers panel: it comes before the counts and charts."""
+    assert content.index('id="sq-workers"') < content.index('id="sq-counts"')
+    start = content.index('id="sq-workers"')
+    return content[start : content.index("</div>", start)]
+
+
+def queue_status(content, queue):
+    row = content[content.index(f'id="sq-queue-{queue}"') :]
+    return row[row.index('class="sq-queue-status"') :].split("</td>")[0]
+
+
+def test_the_dashboard_opens_on_no_worker_being_alive_in_red(operator):
+    for _ in range(50):
+        make_job("ready")
+
+    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = content.decode()
+
+    panel = workers_panel(content)
+    assert "sq-alarm" in panel
+    assert "No worker is alive." in panel
+    assert "50 ready jobs wait, and none will run until one starts" in panel
+    assert "python manage.py steady_queue" in panel
+    assert "Queue &#x27;default&#x27; has 50 ready job(s) and no live worker" in panel
+    assert "No live worker" in queue_status(content, "default")
+
+
+def test_the_dashboard_names_the_queue_no_live_worker_reads(operator):
+    Process.objects.register(
+        kind="worker", name="worker-mail", metadata={"queues": "mail"}
+    )
+    make_job("ready", queue="default")
+    make_job("ready", queue="mail")
+
+    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = content.decode()
+
+    panel = workers_panel(content)
+    assert "1 worker alive</b>, last heartbeat" in panel
+    assert "sq-alarm" in panel
+    assert "Queue &#x27;default&#x27; has 1 ready job(s)" in panel
+    assert "&#x27;mail&#x27;" not in panel
+    assert "No live worker" in queue_status(content, "default")
+    assert "Running" in queue_status(content, "mail")
+    # The queues page says the same.
+    queues = operator.get(reverse("admin:steady_queue_pause_changelist")).content
+    assert "No live worker" in queue_status(queues.decode(), "default")
+
+
+def test_the_dashboard_is_calm_when_every_queue_is_read(operator):
+    Process.objects.register(kind="worker", name="worker-all", metadata={})
+    make_job("ready")
+    make_job("failed")
+
+    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = content.decode()
+
+    panel = workers_panel(content)
+    assert "sq-ok" in panel and "sq-alarm" not in panel
+    assert "Running" in queue_status(content, "default")
+    # A failed job makes its card red.
+    assert 'class="sq-card sq-alarm" href' in content.split('id="sq-count-failed"')[0]

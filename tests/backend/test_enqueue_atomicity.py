@@ -9,6 +9,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from steady_queue.compat import TaskResultDoesNotExist
 from steady_queue.models import Job, ReadyExecution, ScheduledExecution
 
 from .. import tasks
@@ -128,3 +129,30 @@ def test_an_enqueue_in_autocommit_writes_both_rows():
     assert Job.objects.get(pk=scheduled.id).scheduled_at == when
     assert tasks.add.get_result(scheduled.id).args == [3, 4]
     assert every_job_has_its_execution()
+
+
+class PaymentFailed(Exception):
+    pass
+
+
+def test_a_rolled_back_enqueues_id_is_given_again_on_sqlite_only():
+    """docs/first-hour.rst: the id of an enqueue rolled back with its
+    transaction leads nowhere on PostgreSQL and MariaDB (their counters never
+    go back); SQLite's counter rolls back with the transaction, so it gives
+    that id to the next job."""
+    with pytest.raises(PaymentFailed), transaction.atomic():
+        rolled_back = tasks.add.enqueue(1, 2)
+        raise PaymentFailed
+
+    if connection.vendor != "sqlite":
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result(rolled_back.id)
+    following = tasks.add.enqueue(3, 4)
+
+    if connection.vendor == "sqlite":
+        assert following.id == rolled_back.id
+        assert tasks.add.get_result(rolled_back.id).args == [3, 4]
+    else:
+        assert following.id != rolled_back.id
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result(rolled_back.id)

@@ -21,6 +21,7 @@ from steady_queue.models import (
 from .. import tasks
 from ..helpers import wait_for
 from .support import (
+    failures_of,
     intervals,
     most_at_once,
     runs_started,
@@ -79,7 +80,11 @@ def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
 
     wait_until_settled(len(calls), timeout=180)
 
-    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: len(calls)}
+    # A failure names each failed job's error: load (a pruned worker) and a
+    # bug in the limits look alike in a count.
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: len(calls)}, (
+        failures_of(results)
+    )
     spans = intervals(path)
     assert {key: len(found) for key, found in spans.items()} == {
         **{f"one-{index}": 50 for index in range(4)},

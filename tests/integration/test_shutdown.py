@@ -8,7 +8,7 @@ import pytest
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution
 
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
 from .support import (
     enqueue_sleeps,
     listening_connection_ids,
@@ -152,8 +152,12 @@ def test_interrupt_is_graceful_and_a_second_one_forces_exit(start_supervisor, mo
 # An idle supervisor exits in a few hundredths of a second on SQLite and
 # MariaDB. On PostgreSQL each worker's LISTEN thread used to notice its stop
 # flag only once a second, so TERM right after boot took ~1 s; the margin
-# leaves room for a loaded 2-core machine.
-IDLE_EXIT_DEADLINE = 0.5
+# leaves room for a loaded 2-core machine, and stretches with
+# SQ_TEST_TIME_SCALE (at load 28 a prompt stop took over 0.5 s). The workers
+# poll every IDLE_POLL seconds here, so a stop that waits out a poll stays
+# slower than the stretched deadline.
+IDLE_EXIT_DEADLINE = scaled(0.5)
+IDLE_POLL = 10
 
 
 def test_an_idle_supervisor_exits_promptly_on_term(start_supervisor):
@@ -162,7 +166,9 @@ def test_an_idle_supervisor_exits_promptly_on_term(start_supervisor):
     # stop that waits out a poll is slow every time.
     took = []
     for _ in range(2):
-        supervisor = start_supervisor()
+        supervisor = start_supervisor(
+            env={"SQ_TEST_POLLING_INTERVAL": str(IDLE_POLL)}
+        )
         wait_for_boot(supervisor)
         if vendor() == "postgresql":
             wait_for(listening_connection_ids, message="the worker LISTENs")

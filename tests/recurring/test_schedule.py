@@ -181,6 +181,26 @@ def test_six_field_cron_puts_seconds_first():
     ]
 
 
+@pytest.mark.parametrize(
+    ("cron", "after", "expected"),
+    [
+        # A step with a start and no end runs from the start to the field's
+        # maximum, as cron(8) reads it: croniter 6.x wrapped these round to the
+        # field's minimum (59/15 ran at :00, :15, :30 and :45), 7.0 does not.
+        ("59/15 * * * *", "2026-01-01 10:07", ["10:59", "11:59", "12:59"]),
+        ("0 23/5 * * *", "2026-01-01 10:07", ["23:00", "23:00", "23:00"]),
+        ("5/20 * * * *", "2026-01-01 10:07", ["10:25", "10:45", "11:05"]),
+        ("0 10/6 * * *", "2026-01-01 10:07", ["16:00", "22:00", "10:00"]),
+        ("50/15 * * * * *", "2026-01-01 10:07:13", ["10:07:50", "10:08:50"]),
+    ],
+)
+def test_an_open_step_runs_from_its_start_to_the_fields_maximum(cron, after, expected):
+    schedule = Schedule.parse(cron, "UTC")
+    width = 8 if schedule.has_seconds else 5
+    times = runs(schedule, after, len(expected))
+    assert [moment[11 : 11 + width] for moment in times] == expected
+
+
 def test_the_default_zone_is_settings_time_zone(settings):
     settings.TIME_ZONE = "Asia/Kolkata"
     schedule = Schedule.parse("every day at 9am")
