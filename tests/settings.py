@@ -184,6 +184,8 @@ STEADY_QUEUE_TASK_MODULES = [
     "tests.poison",
     "tests.deploy_tasks",
     "tests.workflow_tasks",
+    # The embedded servers' site: a package of the project, no installed app.
+    "tests.embedded_site.tasks",
 ]
 
 TASKS = {
