@@ -348,7 +348,10 @@ if os.environ.get("SQ_TEST_SECOND_SERVER_PORT"):
 if os.environ.get("SQ_TEST_SPAN_FILE"):
     from tests.span_file import install
 
-    install(os.environ["SQ_TEST_SPAN_FILE"])
+    install(
+        os.environ["SQ_TEST_SPAN_FILE"],
+        os.environ.get("SQ_TEST_SPAN_PROCESSOR", "simple"),
+    )
     TASKS["default"]["OPTIONS"]["opentelemetry"] = True
 if os.environ.get("SQ_TEST_LIVENESS_FILE"):
     TASKS["default"]["OPTIONS"]["liveness_file"] = os.environ["SQ_TEST_LIVENESS_FILE"]
