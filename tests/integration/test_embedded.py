@@ -444,3 +444,24 @@ def test_an_embedded_supervisor_logs_its_start_naming_the_database_and_its_stop(
     os.kill(row.pid, signal.SIGINT if kind == "runserver" else signal.SIGTERM)
     wait_for_exit(server, timeout=30)
     assert_logged(server, r"Supervisor.* stopped$")
+
+
+@pytest.mark.parametrize("kind", ["runserver", "uvicorn"])
+def test_ctrl_c_with_a_job_running_leaves_no_claim_and_no_process_row(
+    kind, start_server, tmp_path
+):
+    command = {"uvicorn": uvicorn, "runserver": runserver}[kind]
+    server = start_server(command, env={"STEADY_QUEUE_EMBEDDED_RUNSERVER": "1"})
+    note = tmp_path / "note"
+    job = server.enqueue(path=str(note), seconds=120)
+    wait_for(note.exists, message="the job started")
+
+    # Ctrl-C in a terminal: SIGINT to the whole foreground group. runserver's
+    # reloader kills its serving child 0.25 s later, mid-stop.
+    os.killpg(server.pid, signal.SIGINT)
+    wait_for_exit(server, timeout=40)
+    wait_for(lambda: live_group_members(server.pid) == [], message="no process left")
+    assert list(Process.objects.values_list("kind", "pid")) == [], server.log()
+    assert not ClaimedExecution.objects.exists()
+    # Stopped before it could end: handed back, as a graceful stop does.
+    assert status_of(job) == TaskResultStatus.READY
