@@ -13,6 +13,7 @@ ends with os._exit, which skips the SDK's own flush at exit.
 """
 
 import sys
+import threading
 from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
@@ -51,9 +52,24 @@ def flush_spans(timeout=FLUSH_TIMEOUT):
     force_flush = getattr(trace.get_tracer_provider(), "force_flush", None)
     if force_flush is None:
         return
+    # On a thread joined for ``timeout``: the SDK's BatchSpanProcessor takes
+    # the timeout but exports with no bound (1.45), and a collector that does
+    # not answer must not hold a stop or a recycle. os._exit ends the thread.
+    flushing = threading.Thread(
+        target=_flush_quietly,
+        args=(force_flush, timeout),
+        name="steady-queue-span-flush",
+        daemon=True,
+    )
+    flushing.start()
+    flushing.join(timeout)
+
+
+def _flush_quietly(force_flush, timeout):
     try:
         force_flush(int(timeout * 1000))
     except Exception:
+        # An exporter's error must not keep the process from exiting.
         pass
 
 
