@@ -28,7 +28,7 @@ from .pipeline.loader import (
     defined_in_a_shell_refusal,
     load_task,
     missing_task,
-    task_module_refusal,
+    task_source_refusal,
 )
 from .pipeline.open_batch import open_batch
 from .pipeline.open_dependencies import open_dependencies
@@ -166,7 +166,7 @@ class SteadyQueueBackend(BaseTaskBackend):
         """Check the task again (settings may have changed) and the OPTIONS."""
         self.validate_task(task)
         self.config  # noqa: B018 - a misconfigured backend must not write rows
-        refusal = task_module_refusal(task.func.__module__, task.module_path)
+        refusal = task_source_refusal(task.func.__module__, repr(task.module_path))
         if refusal is not None:
             refusal = defined_in_a_shell_refusal(task) or refusal
             # Workers load tasks by the same rule (pipeline.loader): refuse now

@@ -90,15 +90,14 @@ def check_task_packages(app_configs=None, **kwargs):
                 TASK_PACKAGES_SETTING,
                 "package",
                 "['modelsearch', 'mylib.jobs']",
-                "Name each package whose modules define tasks outside the "
-                "installed apps and the project package.",
+                "Name each package, outside the installed apps and the project "
+                "package, whose tasks module (or tasks package) defines tasks.",
             ),
             (
                 TASK_MODULES_SETTING,
                 "module",
                 "['shop.emails', 'mylib.jobs.build']",
-                "Name each module that defines tasks and is neither a tasks "
-                "module nor imported when Django starts.",
+                "Name each module that defines tasks and is no package's tasks module.",
             ),
         )
         if not _dotted_names(names := getattr(settings, setting, []))

@@ -8,8 +8,12 @@ with the job, in its arguments' TRACE_KEY; each run of the job is a "process"
 span (kind CONSUMER) whose parent is that send span, so one trace shows the
 request, the enqueue and every run. Spans go wherever the process's
 TracerProvider sends them: this module configures no SDK and no exporter.
+flush_spans() exports what that provider still holds before a forked process
+ends with os._exit, which skips the SDK's own flush at exit.
 """
 
+import sys
+import threading
 from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
@@ -19,6 +23,9 @@ from importlib.util import find_spec
 # "args" and "kwargs", so a worker that does not trace passes over it.
 TRACE_KEY = "trace"
 SYSTEM = "steady_queue"
+# How long a process about to end waits for its spans to be exported: an
+# exporter whose collector is down must not hold a stop or a recycle longer.
+FLUSH_TIMEOUT = 3.0
 
 
 def installed():
@@ -27,6 +34,43 @@ def installed():
         return find_spec("opentelemetry.trace") is not None
     except ModuleNotFoundError:
         return False
+
+
+def flush_spans(timeout=FLUSH_TIMEOUT):
+    """Export the spans the process's TracerProvider still queues, waiting up
+    to ``timeout`` seconds; nothing when OpenTelemetry was never imported or
+    no SDK provider is set.
+
+    A BatchSpanProcessor (the one docs/operations.rst configures) exports on
+    a timer and at interpreter exit; a forked process ends with os._exit,
+    which runs no exit handler, so its last spans are lost unless flushed.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return
+    # The API's default (proxy) provider queues nothing and has no flush.
+    force_flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if force_flush is None:
+        return
+    # On a thread joined for ``timeout``: the SDK's BatchSpanProcessor takes
+    # the timeout but exports with no bound (1.45), and a collector that does
+    # not answer must not hold a stop or a recycle. os._exit ends the thread.
+    flushing = threading.Thread(
+        target=_flush_quietly,
+        args=(force_flush, timeout),
+        name="steady-queue-span-flush",
+        daemon=True,
+    )
+    flushing.start()
+    flushing.join(timeout)
+
+
+def _flush_quietly(force_flush, timeout):
+    try:
+        force_flush(int(timeout * 1000))
+    except Exception:
+        # An exporter's error must not keep the process from exiting.
+        pass
 
 
 @cache

@@ -184,6 +184,8 @@ STEADY_QUEUE_TASK_MODULES = [
     "tests.poison",
     "tests.deploy_tasks",
     "tests.workflow_tasks",
+    # The embedded servers' site: a package of the project, no installed app.
+    "tests.embedded_site.tasks",
 ]
 
 TASKS = {
@@ -346,7 +348,10 @@ if os.environ.get("SQ_TEST_SECOND_SERVER_PORT"):
 if os.environ.get("SQ_TEST_SPAN_FILE"):
     from tests.span_file import install
 
-    install(os.environ["SQ_TEST_SPAN_FILE"])
+    install(
+        os.environ["SQ_TEST_SPAN_FILE"],
+        os.environ.get("SQ_TEST_SPAN_PROCESSOR", "simple"),
+    )
     TASKS["default"]["OPTIONS"]["opentelemetry"] = True
 if os.environ.get("SQ_TEST_LIVENESS_FILE"):
     TASKS["default"]["OPTIONS"]["liveness_file"] = os.environ["SQ_TEST_LIVENESS_FILE"]

@@ -11,6 +11,7 @@ import os
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
     SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
@@ -71,14 +72,20 @@ def read_spans(path):
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def install(path):
+def install(path, processor="simple"):
     """Make spans of this process (and of its forks) go to ``path``.
 
-    SimpleSpanProcessor exports as each span ends, in the ending thread: no
-    exporter thread for fork() to lose.
+    "simple": SimpleSpanProcessor exports as each span ends, in the ending
+    thread. "batch": a BatchSpanProcessor, as docs/operations.rst configures,
+    whose timer (a minute here) never fires in a test: only a flush exports.
     """
     from opentelemetry import trace
 
+    exporter = JsonLinesSpanExporter(path)
+    if processor == "batch":
+        span_processor = BatchSpanProcessor(exporter, schedule_delay_millis=60_000)
+    else:
+        span_processor = SimpleSpanProcessor(exporter)
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+    provider.add_span_processor(span_processor)
     trace.set_tracer_provider(provider)

@@ -4,7 +4,12 @@
 import pytest
 from django.utils import autoreload
 
-from steady_queue.embedded.runserver import SETTING, configured_backend, serves_requests
+from steady_queue.embedded.runserver import (
+    SETTING,
+    configured_backend,
+    is_reloader_parent,
+    serves_requests,
+)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +31,9 @@ def test_only_the_process_that_serves_starts_one(
     else:
         monkeypatch.delenv(autoreload.DJANGO_AUTORELOAD_ENV, raising=False)
     assert serves_requests(argv) is serves
+    # The autoreloader's parent cleans up after a child it killed (Ctrl-C).
+    parent = argv[1:2] == ["runserver"] and not serves
+    assert is_reloader_parent(argv) is parent
 
 
 @pytest.mark.parametrize(

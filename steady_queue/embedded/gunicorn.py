@@ -21,6 +21,8 @@ import signal
 import sys
 import time
 
+from ..tracing import flush_spans
+
 logger = logging.getLogger("steady_queue")
 
 # Seconds the arbiter waits for the supervisor past its shutdown_timeout.
@@ -121,6 +123,8 @@ def run_supervisor_child(server, blocked):
     except BaseException:
         logger.exception("steady_queue: the supervisor forked by gunicorn crashed")
     finally:
+        # os._exit runs no exit handler, the tracer's flush among them.
+        flush_spans()
         sys.stdout.flush()
         sys.stderr.flush()
         # Skip the arbiter's atexit handlers (its pidfile, its sockets).

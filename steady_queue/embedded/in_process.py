@@ -7,6 +7,7 @@ from django.apps import apps
 from django.core.management.base import CommandError
 
 from ..commands.common import require_migrated, steady_queue_backend
+from ..commands.start import configure_logging
 from ..processes.child_specs import child_specs
 from ..processes.supervisor import SHUTDOWN_GRACE
 from ..processes.thread_supervisor import ThreadSupervisor
@@ -71,6 +72,10 @@ class InProcessSupervisor:
         self.launch(run)
 
     def build(self):
+        # The server configured logging for itself: without a handler of the
+        # project's, steady_queue's lines (the start, naming the database;
+        # the stop) go to stderr as manage.py steady_queue's do.
+        configure_logging(verbosity=1)
         backend = steady_queue_backend(self.alias)
         require_migrated(backend)
         self.supervisor = ThreadSupervisor(backend, child_specs(backend.config))

@@ -86,6 +86,15 @@ class ProcessQuerySet(QueueQuerySet):
     def named(self, names):
         return self.filter(name__in=names)
 
+    def embedded_here(self, server):
+        """The supervisors of this host embedded in ``server`` ("runserver",
+        "asgi"); read without a lock (deregister() locks each row)."""
+        return self.filter(
+            kind="supervisor",
+            hostname=socket.gethostname(),
+            metadata__embedded=server,
+        )
+
     def gone_quiet(self, alive_threshold):
         """Processes past the threshold, each with ``silent_for``: seconds since
         its last heartbeat, by the database's clock."""
@@ -216,6 +225,13 @@ class Process(models.Model):
                 claims_error=others_error, never_started=never_started
             )
         return failed, others
+
+    def deregister_with_children(self):
+        """Deregister the processes this supervisor supervises, then it, their
+        claims released to ready; return the ids of the jobs released."""
+        children = type(self).objects.using(self._state.db).supervised_by(self.pk)
+        released = [job_id for child in children for job_id in child.deregister()]
+        return released + self.deregister()
 
     def deregister(self, claims_error=None, never_started=()):
         """Delete this row; release its claims to ready, or fail them with an error.

@@ -14,12 +14,13 @@ a task may live in
   the settings are laid out (``mysite.settings.dev`` -> ``mysite``);
 - a package named in the ``STEADY_QUEUE_TASK_PACKAGES`` setting.
 
-Inside those packages a worker still imports only modules known to hold
-tasks (``module_import_refusal``): one already imported (by the app registry,
-the URLconf the system checks load, a ``ready()``), a ``tasks`` module or
-package (``shop.tasks``, ``shop.tasks.emails``), steady_queue's own, or one
-named in the ``STEADY_QUEUE_TASK_MODULES`` setting. Any other module of an
-allowed package (a management command, a script) is refused unimported.
+Inside those packages a worker imports only modules that say they hold
+tasks (``module_import_refusal``): a package's ``tasks`` module, or a module
+of its ``tasks`` package (``shop.tasks``, ``shop.tasks.emails``), steady_queue's
+own, or one named in the ``STEADY_QUEUE_TASK_MODULES`` setting. Any other
+module (a management command, a script, a view) is refused unimported, even
+one some process happens to have imported: enqueue refuses it too, so a job no
+worker would run is never written.
 """
 
 import sys
@@ -103,7 +104,16 @@ def task_path_refusal(task_path):
     parts = module_path.split(".")
     if not module_path or any(not part.isidentifier() for part in parts):
         return f"{task_path!r} is not a dotted path to a task"
-    what = f"{task_path!r}"
+    return task_source_refusal(module_path, f"{task_path!r}")
+
+
+def task_source_refusal(module_path, what):
+    """Why a worker will not load a task from ``module_path``, or None.
+
+    The whole rule (the module's docstring): the backend's enqueue asks it
+    of each task, the worker of each row's path, so a task is refused at
+    enqueue exactly when no worker would run it. ``what`` names the task.
+    """
     return task_module_refusal(module_path, what) or module_import_refusal(
         module_path, what
     )
@@ -114,17 +124,17 @@ def module_import_refusal(module_path, what):
 
     Importing runs a module's top-level code, which a row's path must not be
     able to start in a module that defines no task (a management command, a
-    migration script). A module already imported runs nothing more; any other
-    must say by its name, or a setting, that it holds tasks.
+    migration script). Whether some process imported the module already is
+    left out: the enqueuing process always has, a worker may never.
     """
-    if sys.modules.get(module_path) is not None or is_task_module(module_path):
+    if is_task_module(module_path):
         return None
     if not can_be_found(module_path):
         return cannot_be_imported(what, f"no module named {module_path!r}")
     return (
-        f"{what} is in the module {module_path!r}, which is not imported yet and "
-        "is not known to hold tasks, so a worker does not import it: put the "
-        "task in a tasks module (e.g. shop/tasks.py, or shop/tasks/mail.py), or "
+        f"{what} is in the module {module_path!r}, which is not known to hold "
+        "tasks, so a worker does not import it: put the task in a tasks module "
+        "of an installed app (e.g. shop/tasks.py, or shop/tasks/mail.py), or "
         f"add {module_path!r} to the {TASK_MODULES_SETTING} setting"
     )
 
@@ -159,13 +169,17 @@ def can_be_found(module_path):
 
 
 def is_task_module(module_path):
-    """Whether ``module_path`` says it holds tasks: it is, or lies in, a
-    ``tasks`` module of a package, or is named by steady_queue or the setting."""
-    if "tasks" in module_path.split(".")[1:] or module_path in OWN_TASK_MODULES:
+    """Whether ``module_path`` says it holds tasks: it is, or lies in, the
+    ``tasks`` module of a package tasks may live in, or is named by
+    steady_queue or the setting."""
+    if module_path in OWN_TASK_MODULES:
         return True
+    # A package's own tasks module only: a "tasks" folder deeper down (a
+    # script's, a vendored library's) is no sign of a task.
+    tasks_modules = [package + ".tasks" for package in task_packages()]
     return any(
         module_path == name or module_path.startswith(name + ".")
-        for name in extra_names(TASK_MODULES_SETTING)
+        for name in [*tasks_modules, *extra_names(TASK_MODULES_SETTING)]
     )
 
 

@@ -10,6 +10,7 @@ from functools import partial
 
 from ..exceptions import TaskTimeoutError, error_payload, timeout_message
 from ..models import Process
+from ..tracing import flush_spans
 from .base import HANDLED_SIGNALS
 from .db import close_quietly
 from .prefetch import MAX_AHEAD
@@ -113,6 +114,9 @@ class ForkSupervisor(Supervisor):
         except BaseException:
             logger.exception("%s %s crashed", child.spec.kind, child.name)
         finally:
+            # os._exit runs no exit handler: the tracer's would have
+            # exported the spans its batch processor still queues.
+            flush_spans()
             sys.stdout.flush()
             sys.stderr.flush()
             # Skip the parent's atexit handlers and buffered state.

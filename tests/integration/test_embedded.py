@@ -5,6 +5,7 @@ its jobs run, recovered by another process when killed, and stopping cleanly."""
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -191,6 +192,15 @@ def wait_until_working(server, timeout=30):
         wait_for(working, timeout=timeout, interval=0.1)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{server.log()}") from None
+
+
+def assert_logged(server, line):
+    """Wait until the server's log has a line matching the regex ``line``."""
+    wait_for(
+        lambda: re.search(line, server.log(), re.MULTILINE),
+        timeout=10,
+        message=f"a log line {line!r}",
+    )
 
 
 def result_of(job_id):
@@ -416,3 +426,42 @@ def test_a_server_without_lifespan_runs_no_supervisor_and_says_so(start_server):
 
     wait_for(lambda: "sent no ASGI lifespan startup" in server.log(), timeout=10)
     assert not Process.objects.exists()
+
+
+@pytest.mark.parametrize("kind", ["uvicorn", "runserver"])
+def test_an_embedded_supervisor_logs_its_start_naming_the_database_and_its_stop(
+    kind, start_server
+):
+    command = {"uvicorn": uvicorn, "runserver": runserver}[kind]
+    server = start_server(command, env={"STEADY_QUEUE_EMBEDDED_RUNSERVER": "1"})
+    row = server.supervisor_row()
+    database = re.escape(connection.settings_dict["NAME"])
+    # As manage.py steady_queue logs them, on the server's stderr.
+    assert_logged(
+        server, rf"Supervisor.* started: pid={row.pid}, .*database=.*{database}"
+    )
+    assert_logged(server, r"Worker.* started: ")
+    os.kill(row.pid, signal.SIGINT if kind == "runserver" else signal.SIGTERM)
+    wait_for_exit(server, timeout=30)
+    assert_logged(server, r"Supervisor.* stopped$")
+
+
+@pytest.mark.parametrize("kind", ["runserver", "uvicorn"])
+def test_ctrl_c_with_a_job_running_leaves_no_claim_and_no_process_row(
+    kind, start_server, tmp_path
+):
+    command = {"uvicorn": uvicorn, "runserver": runserver}[kind]
+    server = start_server(command, env={"STEADY_QUEUE_EMBEDDED_RUNSERVER": "1"})
+    note = tmp_path / "note"
+    job = server.enqueue(path=str(note), seconds=120)
+    wait_for(note.exists, message="the job started")
+
+    # Ctrl-C in a terminal: SIGINT to the whole foreground group. runserver's
+    # reloader kills its serving child 0.25 s later, mid-stop.
+    os.killpg(server.pid, signal.SIGINT)
+    wait_for_exit(server, timeout=40)
+    wait_for(lambda: live_group_members(server.pid) == [], message="no process left")
+    assert list(Process.objects.values_list("kind", "pid")) == [], server.log()
+    assert not ClaimedExecution.objects.exists()
+    # Stopped before it could end: handed back, as a graceful stop does.
+    assert status_of(job) == TaskResultStatus.READY

@@ -6,11 +6,13 @@ one trace, written by two processes.
 """
 
 import os
+import signal
 
 import pytest
 
 from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
+from steady_queue.models import Job
 
 from .. import tasks
 from ..helpers import wait_for
@@ -28,6 +30,10 @@ def runs_in(path, count):
     """The process spans in the span file, once there are ``count`` of them."""
     found = [span for span in read_spans(path) if span["name"].startswith("process ")]
     return found if len(found) >= count else None
+
+
+def finished_count():
+    return Job.objects.filter(finished_at__isnull=False).count()
 
 
 def test_a_run_in_a_forked_worker_is_a_child_of_the_enqueue_in_this_process(
@@ -67,3 +73,30 @@ def test_a_run_in_a_forked_worker_is_a_child_of_the_enqueue_in_this_process(
     assert [event["name"] for event in failed["events"]] == ["exception"]
     good.refresh()
     assert good.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_batch_processor_s_spans_are_exported_across_recycles_and_a_stop(
+    start_supervisor, tmp_path, opentelemetry
+):
+    # docs/operations.rst's BatchSpanProcessor exports on a timer (a minute
+    # here) and at exit; a forked worker ends with os._exit, so each one
+    # recycled after 10 jobs, and the last at the stop, must flush first.
+    span_file = tmp_path / "spans.jsonl"
+    supervisor = start_supervisor(
+        env={
+            "SQ_TEST_SPAN_FILE": str(span_file),
+            "SQ_TEST_SPAN_PROCESSOR": "batch",
+            "SQ_TEST_MAX_TASKS": "10",
+        }
+    )
+    wait_for_boot(supervisor)
+    enqueue_many(tasks.add, [((n, n), {}) for n in range(40)])
+    wait_for(lambda: finished_count() == 40, timeout=60, message="40 jobs finished")
+    # A worker recycled after its tenth job: its runs are in before the stop.
+    wait_for(lambda: runs_in(span_file, 10), timeout=30, message="recycled spans")
+
+    supervisor.signal(signal.SIGTERM)
+    supervisor.wait()
+    runs = runs_in(span_file, 0)
+    assert len(runs) == 40
+    assert len({run["attributes"]["messaging.message.id"] for run in runs}) == 40

@@ -263,7 +263,8 @@ def test_a_model_argument_is_fetched_again_when_the_job_runs(run_supervisor, tmp
     [
         ("os.system", "'os.system' is in the module 'os', outside the packages"),
         ("subprocess.run", "'subprocess.run' is in the module 'subprocess', outside"),
-        ("tests.helpers.wait_for", "'tests.helpers.wait_for' is a builtins.function"),
+        ("tests.helpers.wait_for", "module 'tests.helpers', which is not known to"),
+        ("tests.tasks.TYPED_RETURNS", "'tests.tasks.TYPED_RETURNS' is a builtins.dict"),
         ("tests.no_such_module.task", "cannot be imported"),
         ("tests.tasks.no_such_task", "cannot be imported"),
     ],

@@ -120,7 +120,7 @@ def test_the_project_package_whatever_the_settings_layout(packages, settings_mod
 
 
 def test_a_package_named_in_the_setting(packages):
-    module = packages.write("sq_reportlib/jobs/tasks.py")
+    module = packages.write("sq_reportlib/tasks/reports.py")
     __import__(module)
     with pytest.raises(InvalidTask, match="STEADY_QUEUE_TASK_PACKAGES"):
         sys.modules[module].run.enqueue(1)
@@ -293,9 +293,9 @@ def test_a_module_of_an_allowed_package_that_is_no_task_module_is_never_imported
         assert not packages.imported(module)
         assert str(refused.value) == (
             "'sq_site.management.commands.wipe.run' is in the module "
-            "'sq_site.management.commands.wipe', which is not imported yet and is "
-            "not known to hold tasks, so a worker does not import it: put the task "
-            "in a tasks module (e.g. shop/tasks.py, or shop/tasks/mail.py), or add "
+            "'sq_site.management.commands.wipe', which is not known to hold tasks, "
+            "so a worker does not import it: put the task in a tasks module of an "
+            "installed app (e.g. shop/tasks.py, or shop/tasks/mail.py), or add "
             "'sq_site.management.commands.wipe' to the STEADY_QUEUE_TASK_MODULES "
             "setting; nothing was imported."
         )
@@ -315,12 +315,44 @@ def test_a_tasks_module_nothing_imported_yet_is_imported_on_its_first_job(
     assert packages.imported(module)
 
 
-def test_a_module_already_imported_is_looked_into(packages):
-    # Imported already, as models or a ready() import are: nothing runs again.
-    module = packages.write("sq_site/models.py")
-    __import__(module)
+@pytest.mark.parametrize("name", ["models", "views", "workflow"])
+def test_a_module_no_worker_imports_is_refused_at_enqueue_with_the_worker_s_words(
+    packages, name
+):
+    # Imported in the enqueuing process (by the app registry, the URLconf, a
+    # view), but no worker imports it before its first job: refused at once,
+    # not after ten minutes of handbacks.
+    module = packages.write(f"sq_site/{name}.py")
+    task = __import__(module, fromlist=["run"]).run
     with override_settings(SETTINGS_MODULE="sq_site.settings"):
-        assert load_task(f"{module}.run").call(4) == 8
+        with pytest.raises(InvalidTask) as refused:
+            task.enqueue(1)
+        assert not Job.objects.exists(), "a refused enqueue wrote a row"
+        said = (
+            f"'{module}.run' is in the module '{module}', which is not known to "
+            "hold tasks, so a worker does not import it: put the task in a tasks "
+            "module of an installed app (e.g. shop/tasks.py, or shop/tasks/mail.py), "
+            f"or add '{module}' to the STEADY_QUEUE_TASK_MODULES setting"
+        )
+        assert str(refused.value) == f"{said}. Nothing was enqueued."
+        # A worker, even one that has the module imported, says the same.
+        with pytest.raises(TaskNotFoundError) as failed:
+            load_task(f"{module}.run")
+        assert str(failed.value) == f"{said}; nothing was imported."
+
+        with override_settings(STEADY_QUEUE_TASK_MODULES=[module]):
+            enqueue_and_load(module)
+
+
+def test_a_tasks_package_below_an_app_s_own_is_never_imported(packages):
+    # Only an app's (or a task package's) own tasks module holds tasks: a
+    # "tasks" folder deeper down (a script's, a vendored library's) does not.
+    module = packages.write("sq_site/scripts/tasks/wipe.py")
+    with override_settings(SETTINGS_MODULE="sq_site.settings"):
+        with pytest.raises(TaskNotFoundError, match="not known to hold tasks"):
+            load_task(f"{module}.run")
+        assert not packages.imported(module)
+        assert "sq_site.scripts" not in sys.modules
 
 
 def test_a_side_effect_at_import_never_happens_for_a_tampered_path(
