@@ -82,8 +82,8 @@ def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
 
     # A failure names each failed job's error: load (a pruned worker) and a
     # bug in the limits look alike in a count.
-    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: len(calls)}, (
-        failures_of(results)
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: len(calls)}, failures_of(
+        results
     )
     spans = intervals(path)
     assert {key: len(found) for key, found in spans.items()} == {

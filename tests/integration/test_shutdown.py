@@ -166,9 +166,7 @@ def test_an_idle_supervisor_exits_promptly_on_term(start_supervisor):
     # stop that waits out a poll is slow every time.
     took = []
     for _ in range(2):
-        supervisor = start_supervisor(
-            env={"SQ_TEST_POLLING_INTERVAL": str(IDLE_POLL)}
-        )
+        supervisor = start_supervisor(env={"SQ_TEST_POLLING_INTERVAL": str(IDLE_POLL)})
         wait_for_boot(supervisor)
         if vendor() == "postgresql":
             wait_for(listening_connection_ids, message="the worker LISTENs")
