@@ -1,6 +1,6 @@
 """Step: the stored outcome of one named durable step (or wait) of a job."""
 
-from django.db import models
+from django.db import IntegrityError, models
 from django.utils import timezone
 
 from ..dialects.isolation import atomic
@@ -29,6 +29,11 @@ class StepQuerySet(QueueQuerySet):
         """{name: Step} of one job's stored steps."""
         return {step.name: step for step in self.of_job(job_id)}
 
+    def stored(self, job_id, name):
+        """The stored step ``name`` of one job, or None; a plain read, which
+        sees every step committed before it (an emit's included)."""
+        return self.filter(job_id=job_id, name=name).first()
+
     def record(self, job_id, name, kind, value, now=None):
         """Store a finished step in its own transaction (or the caller's
         savepoint); return the Step.
@@ -46,6 +51,20 @@ class StepQuerySet(QueueQuerySet):
         with atomic(using=self.db):
             self.insert_one(step)
         return step
+
+    def record_once(self, job_id, name, kind, value, now):
+        """Store a finished step unless one of that name is stored already;
+        return the Step stored (this one, or the one found).
+
+        For a wait's step, which an emit may record in another transaction as
+        the run records it: the first to commit wins, and the other reads
+        what it stored (the duplicate key waits for that commit), so a run
+        receives the one event its wait was released with.
+        """
+        try:
+            return self.record(job_id, name, kind, value, now)
+        except IntegrityError:
+            return self.get(job_id=job_id, name=name)
 
     def record_all(self, job_ids, name_of, kind, value, now):
         """Store one step per job (``name_of[job_id]``) in one insert."""
