@@ -30,7 +30,7 @@ class EventQuerySet(QueueQuerySet):
         with atomic(using=self.db):
             self.upsert(name, now, {"payload": payload, "emitted_at": now})
             waits = models_package.Wait.objects.using(self.db)
-            return waits.release_for(name, payload, now)
+            return waits.release_for(name, now)
 
     def upsert(self, name, now, emitted):
         """Create the row of ``name``, or set ``emitted`` ({"payload",

@@ -73,21 +73,21 @@ class WaitQuerySet(QueueQuerySet):
             for o in outcomes
         ]
 
-    def release_for(self, name, payload, now):
+    def release_for(self, name, now):
         """Release every job waiting for the event ``name``: record the event
         as each one's wait step, delete the waits and make the jobs ready
-        (through their concurrency limits); return their ids.
+        (through their concurrency limits); return their ids. The payload is
+        read from the event's row, which the caller wrote.
 
         In the caller's transaction, which holds the event's row lock. Each
         wait row is deleted by whoever locks it first (this emit, or the job's
         own timeout): no waiter is released twice.
         """
         waits = self.filter(event_name=name).select_for_update().order_by("job_id")
-        found = dict(waits.values_list("job_id", "step_name"))
+        found = list(waits.values_list("job_id", flat=True))
         if not found:
             return []
-        steps = models_package.Step.objects.using(self.db)
-        steps.record_all(sorted(found), found, EVENT, payload, now)
+        models_package.Step.objects.using(self.db).record_received(name, now)
         self.filter(job_id__in=found).delete_rows()
         scheduled = models_package.ScheduledExecution.objects.using(self.db)
         # A job not parked any more (woken early, or by its timeout, and
