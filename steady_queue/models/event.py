@@ -14,7 +14,8 @@ class EventQuerySet(QueueQuerySet):
     def lock_name(self, name, now):
         """Lock the row of the event ``name`` until the caller's transaction
         ends, creating it (not yet emitted) if there is none; return its
-        ``(payload, emitted_at)`` (``emitted_at`` None: not emitted).
+        ``(payload, emitted_at, backend_name)`` (``emitted_at`` None: not
+        emitted).
 
         The one lock an emit and a parking waiter share: whichever takes it
         second sees what the first committed (the waiter's wait row, or the
@@ -22,15 +23,18 @@ class EventQuerySet(QueueQuerySet):
         meanwhile without being released by it.
         """
         self.upsert(name, now, {})
-        return self.filter(name=name).values_list("payload", "emitted_at").first()
+        found = self.filter(name=name)
+        return found.values_list("payload", "emitted_at", "backend_name").first()
 
-    def emit(self, name, payload, now):
-        """Emit the event ``name``: store it, and release every job waiting for
-        it, in the caller's transaction; return the released jobs' ids."""
+    def emit(self, backend_name, name, payload, now):
+        """Emit the event ``name`` through the backend alias ``backend_name``:
+        store it, and release every job of that alias waiting for it, in the
+        caller's transaction; return the released jobs' ids."""
         with atomic(using=self.db):
-            self.upsert(name, now, {"payload": payload, "emitted_at": now})
+            emitted = {"payload": payload, "emitted_at": now}
+            self.upsert(name, now, {**emitted, "backend_name": backend_name})
             waits = models_package.Wait.objects.using(self.db)
-            return waits.release_for(name, now)
+            return waits.release_for(backend_name, name, now)
 
     def upsert(self, name, now, emitted):
         """Create the row of ``name``, or set ``emitted`` ({"payload",
@@ -45,7 +49,13 @@ class EventQuerySet(QueueQuerySet):
         rather than fail ("database is locked") in a transaction that read.
         """
         meta = self.model._meta
-        values = {"name": name, "payload": None, "emitted_at": None, "created_at": now}
+        values = {
+            "name": name,
+            "payload": None,
+            "emitted_at": None,
+            "created_at": now,
+            "backend_name": "default",
+        }
         values.update(emitted)
         params = [
             meta.get_field(column).get_db_prep_save(value, self.connection)
@@ -54,16 +64,19 @@ class EventQuerySet(QueueQuerySet):
         table = meta.db_table
         replaced = list(emitted) or ["name"]
         sql = (
-            f"INSERT INTO {table} ({', '.join(values)}) VALUES (%s, %s, %s, %s)"
+            f"INSERT INTO {table} ({', '.join(values)}) VALUES (%s, %s, %s, %s, %s)"
             + self.dialect.add_on_conflict(table, ["name"], [], replaced)
         )
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
 
-    def received(self, name, since):
-        """The payload of ``name`` if it was emitted at ``since`` or later, in
-        a one-element tuple; () if not."""
-        found = self.filter(name=name, emitted_at__gte=since).values_list("payload")
+    def received(self, backend_name, name, since):
+        """The payload of ``name`` if it was emitted through the backend alias
+        ``backend_name`` at ``since`` or later, in a one-element tuple; () if
+        not."""
+        found = self.filter(
+            name=name, backend_name=backend_name, emitted_at__gte=since
+        ).values_list("payload")
         return tuple(found[:1])
 
     def expired(self, cutoff):
@@ -103,6 +116,15 @@ class Event(models.Model):
     """
 
     name = models.CharField(max_length=200, unique=True)
+    # The TASKS alias the latest emission went through: only that alias's
+    # waiters receive it. (Two aliases on one database still share the one
+    # row of a name, and its lock, until the unique name gives way to a
+    # unique (backend_name, name) in the release after this one's.)
+    backend_name = models.CharField(
+        max_length=100,
+        default="default",
+        db_default="default",
+    )
     payload = RowJSONField(null=True, blank=True)
     emitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()

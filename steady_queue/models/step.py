@@ -26,8 +26,9 @@ KINDS = [(STEP, "step"), (EVENT, "event"), (TIMEOUT, "timeout"), (SLEEP, "sleep"
 RECORD_RECEIVED_SQL = (
     "INSERT INTO {steps} (job_id, name, kind, value, finished_at) "
     "SELECT w.job_id, w.step_name, %s, e.payload, %s "
-    "FROM {waits} w JOIN {events} e ON e.name = w.event_name "
-    "WHERE w.event_name = %s"
+    "FROM {waits} w JOIN {jobs} j ON j.id = w.job_id "
+    "JOIN {events} e ON e.name = w.event_name "
+    "WHERE w.event_name = %s AND j.backend_name = %s"
 )
 
 
@@ -81,9 +82,10 @@ class StepQuerySet(QueueQuerySet):
         except IntegrityError:
             return self.get(job_id=job_id, name=name)
 
-    def record_received(self, name, now):
+    def record_received(self, backend_name, name, now):
         """Store the event ``name``, as its row holds it, as the step of every
-        job waiting for it, in one statement; return how many were stored.
+        job of the backend alias ``backend_name`` waiting for it (the waits of
+        WaitQuerySet.waiting_for), in one statement; return how many.
 
         In the caller's transaction, which holds the event's row lock and the
         waits' (WaitQuerySet.release_for): the waits it reads are the ones
@@ -94,9 +96,11 @@ class StepQuerySet(QueueQuerySet):
             steps=table(self.model._meta.db_table),
             waits=table(models_package.Wait._meta.db_table),
             events=table(models_package.Event._meta.db_table),
+            jobs=table(models_package.Job._meta.db_table),
         )
         finished_at = self.model._meta.get_field("finished_at")
-        params = [EVENT, finished_at.get_db_prep_save(now, self.connection), name]
+        finished_at = finished_at.get_db_prep_save(now, self.connection)
+        params = [EVENT, finished_at, name, backend_name]
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount

@@ -23,6 +23,15 @@ def event_retention(backend_name):
     return timedelta(seconds=seconds)
 
 
+def received(found, backend_name, since):
+    """Whether an event row's ``(payload, emitted_at, backend_name)`` is an
+    emission a waiter of ``backend_name`` that began at ``since`` receives."""
+    _, emitted_at, emitted_through = found
+    if emitted_at is None or emitted_at < since:
+        return False
+    return emitted_through == backend_name
+
+
 class WaitQuerySet(QueueQuerySet):
     def park_all(self, outcomes, now):
         """Record the waits of parked outcomes; return the outcomes, each
@@ -53,7 +62,7 @@ class WaitQuerySet(QueueQuerySet):
                     continue
                 found = emitted[wait.event_name]
                 since = now - event_retention(job.backend_name)
-                if found is not None and found[1] is not None and found[1] >= since:
+                if found is not None and received(found, job.backend_name, since):
                     steps.record(job.pk, wait.step_name, EVENT, found[0], now)
                     run_at[job.pk] = now
                     continue
@@ -73,21 +82,32 @@ class WaitQuerySet(QueueQuerySet):
             for o in outcomes
         ]
 
-    def release_for(self, name, now):
-        """Release every job waiting for the event ``name``: record the event
-        as each one's wait step, delete the waits and make the jobs ready
-        (through their concurrency limits); return their ids. The payload is
-        read from the event's row, which the caller wrote.
+    def waiting_for(self, backend_name, name):
+        """The waits of the jobs of the backend alias ``backend_name`` for the
+        event ``name``."""
+        jobs = models_package.Job.objects.using(self.db)
+        return self.filter(
+            event_name=name, job_id__in=jobs.filter(backend_name=backend_name)
+        )
+
+    def release_for(self, backend_name, name, now):
+        """Release every job of the backend alias ``backend_name`` waiting for
+        the event ``name``: record the event as each one's wait step, delete
+        the waits and make the jobs ready (through their concurrency limits);
+        return their ids. The payload is read from the event's row, which the
+        caller wrote.
 
         In the caller's transaction, which holds the event's row lock. Each
         wait row is deleted by whoever locks it first (this emit, or the job's
         own timeout): no waiter is released twice.
         """
-        waits = self.filter(event_name=name).select_for_update().order_by("job_id")
+        waits = self.waiting_for(backend_name, name)
+        waits = waits.select_for_update().order_by("job_id")
         found = list(waits.values_list("job_id", flat=True))
         if not found:
             return []
-        models_package.Step.objects.using(self.db).record_received(name, now)
+        steps = models_package.Step.objects.using(self.db)
+        steps.record_received(backend_name, name, now)
         self.filter(job_id__in=found).delete_rows()
         scheduled = models_package.ScheduledExecution.objects.using(self.db)
         # A job not parked any more (woken early, or by its timeout, and

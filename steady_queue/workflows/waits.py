@@ -54,7 +54,8 @@ def wait_for_event(name, timeout=None, *, step=None):
         )
         return value_of(recorded, run.job.task_path)
     since = now - models.wait.event_retention(run.job.backend_name)
-    emitted = models.Event.objects.using(run.database).received(name, since)
+    events = models.Event.objects.using(run.database)
+    emitted = events.received(run.job.backend_name, name, since)
     if emitted:
         return _received(run, step_name, emitted[0][0], now)
     until = None if seconds is None else now + timedelta(seconds=seconds)
