@@ -1,17 +1,18 @@
 """Event: the latest emission of a named event, and the lock its waiters share."""
 
-from django.db import models
+from django.db import DatabaseError, models
 from django.db.models import Q
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects import is_lock_conflict
 from ..dialects.isolation import atomic
-from .base import QueueQuerySet
+from .base import QueueQuerySet, RowBusy
 from .fields import RowJSONField
 
 
 class EventQuerySet(QueueQuerySet):
-    def lock_name(self, name, now):
+    def lock_name(self, name, now, wait=True):
         """Lock the row of the event ``name`` until the caller's transaction
         ends, creating it (not yet emitted) if there is none; return its
         ``(payload, emitted_at, backend_name)`` (``emitted_at`` None: not
@@ -21,8 +22,21 @@ class EventQuerySet(QueueQuerySet):
         second sees what the first committed (the waiter's wait row, or the
         emitted event), so no waiter begins to wait for an event emitted
         meanwhile without being released by it.
+
+        With ``wait`` False, RowBusy is raised rather than waiting for
+        another transaction that holds the lock (an emit in flight, whose
+        transaction may stay open as long as its caller's does).
         """
-        self.upsert(name, now, {})
+        if wait:
+            self.upsert(name, now, {})
+        else:
+            try:
+                with atomic(using=self.db):
+                    self.upsert(name, now, {}, wait=False)
+            except DatabaseError as error:
+                if not is_lock_conflict(error):
+                    raise
+                raise RowBusy(name) from error
         found = self.filter(name=name)
         return found.values_list("payload", "emitted_at", "backend_name").first()
 
@@ -36,7 +50,7 @@ class EventQuerySet(QueueQuerySet):
             waits = models_package.Wait.objects.using(self.db)
             return waits.release_for(backend_name, name, now)
 
-    def upsert(self, name, now, emitted):
+    def upsert(self, name, now, emitted, wait=True):
         """Create the row of ``name``, or set ``emitted`` ({"payload",
         "emitted_at"}, or nothing) on the one there is, locked either way.
 
@@ -47,6 +61,8 @@ class EventQuerySet(QueueQuerySet):
         MariaDB found a deadlock (tests/integration/test_steps_chaos.py).
         It is a write first, too, which SQLite needs to wait for its lock
         rather than fail ("database is locked") in a transaction that read.
+        With ``wait`` False, a lock another transaction holds raises a
+        lock-conflict error instead of being waited for (in a savepoint).
         """
         meta = self.model._meta
         values = {
@@ -68,7 +84,10 @@ class EventQuerySet(QueueQuerySet):
             + self.dialect.add_on_conflict(table, ["name"], [], replaced)
         )
         with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            if wait:
+                cursor.execute(sql, params)
+            else:
+                self.dialect.execute_without_lock_wait(cursor, sql, params)
 
     def received(self, backend_name, name, since):
         """The payload of ``name`` if it was emitted through the backend alias

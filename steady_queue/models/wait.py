@@ -12,8 +12,13 @@ from ..conf import options_of_backend
 from ..conf.options import Options
 from ..dialects.isolation import atomic
 from ..pipeline.outcome import FOREVER
-from .base import QueueQuerySet
+from .base import QueueQuerySet, RowBusy
 from .step import EVENT, SLEEP, TIMEOUT
+
+# An event's lock held by another transaction as a run parks on it: the job
+# is not parked but runs again after this long.
+BUSY = object()
+BUSY_RETRY = timedelta(seconds=1)
 
 
 def event_retention(backend_name):
@@ -50,7 +55,15 @@ class WaitQuerySet(QueueQuerySet):
         # Every event row locked first, in name order: two finishes parking
         # on the same events cannot deadlock.
         names = sorted({o.parked.event_name for o in parked} - {None})
-        emitted = {name: events.lock_name(name, now) for name in names}
+        emitted = {}
+        for name in names:
+            try:
+                # Not waited for: an emit holds it for as long as its caller's
+                # transaction stays open, and this finish holds a batch of
+                # other jobs' outcomes (and its worker) meanwhile.
+                emitted[name] = events.lock_name(name, now, wait=False)
+            except RowBusy:
+                emitted[name] = BUSY
         run_at = {}
         for outcome in parked:
             wait = outcome.parked
@@ -61,6 +74,11 @@ class WaitQuerySet(QueueQuerySet):
                     run_at[job.pk] = now
                     continue
                 found = emitted[wait.event_name]
+                if found is BUSY:
+                    # Not parked: the job runs again shortly and its wait
+                    # decides again, by then seeing the emit or its rollback.
+                    run_at[job.pk] = now + BUSY_RETRY
+                    continue
                 since = now - event_retention(job.backend_name)
                 if found is not None and received(found, job.backend_name, since):
                     steps.record(job.pk, wait.step_name, EVENT, found[0], now)
