@@ -4,24 +4,26 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from steady_queue import emit_event, enqueue_many
-from steady_queue.models import Step, Wait
-
-from .. import workflow_tasks as tasks
+from steady_queue import emit_event
+from steady_queue.models import Job, Step, Wait
 
 pytestmark = pytest.mark.django_db
 
 
 def waiting(name, count):
-    """``count`` jobs waiting for ``name`` (their wait rows written as a
-    parking finish writes them); return their ids."""
-    results = enqueue_many(tasks.waits_for, [((name,), {})] * count)
+    """``count`` jobs waiting for ``name``, their wait rows written as a
+    parking finish writes them; return their ids. (Job rows alone: nothing
+    runs them, and no execution table grows.)"""
     now = timezone.now()
-    Wait.objects.bulk_create(
-        Wait(job_id=r.id, step_name=f"event:{name}", event_name=name, created_at=now)
-        for r in results
+    jobs = Job.objects.bulk_create(
+        Job(queue_name="default", task_path="tests.workflow_tasks.waits_for")
+        for _ in range(count)
     )
-    return sorted(int(r.id) for r in results)
+    Wait.objects.bulk_create(
+        Wait(job_id=job.pk, step_name=f"event:{name}", event_name=name, created_at=now)
+        for job in jobs
+    )
+    return sorted(job.pk for job in jobs)
 
 
 @pytest.mark.parametrize("waiters, size", [(200, 100_000), (20, 1_000_000)])
