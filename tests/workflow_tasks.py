@@ -160,6 +160,24 @@ def emits_while_parking(name):
 
 
 @task
+def emits_on_its_second_run(name, timeout=None):
+    """From its second run on, emit its own event after its first step and
+    before its wait: an emit from elsewhere as a run of a parked job begins
+    (after its timeout, or run early), made certain."""
+    from steady_queue import emit_event
+
+    before = step("before", effect, f"{name}:before", "b")
+    effect(f"{name}:runs")
+    if CALLS[f"{name}:runs"] >= 2:
+        CALLS[f"{name}:released"] += emit_event(name, {"late": True})
+    try:
+        payload = wait_for_event(name, timeout=timeout)
+    except EventTimeout:
+        return {"before": before, "timed_out": True}
+    return {"before": before, "payload": payload}
+
+
+@task
 def snoozes_after_a_step(label):
     from steady_queue import Snooze
 

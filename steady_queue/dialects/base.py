@@ -75,6 +75,13 @@ class Dialect:
         """The clause that locks selected rows, waiting for rows others hold."""
         return " FOR UPDATE" if connection.features.has_select_for_update else ""
 
+    def execute_without_lock_wait(self, cursor, sql, params):
+        """Run one statement that gives up with a lock-conflict error where it
+        would wait for a row lock another transaction holds; in a savepoint of
+        the caller's, which that error rolls back. Here (SQLite) it waits as
+        any write does: one writer at a time, and no row locks to skip."""
+        cursor.execute(sql, params)
+
     def delete_picked(self, cursor, table, key, pick_sql, params):
         """Delete the rows whose ``key`` the SELECT ``pick_sql`` picks; return
         those keys. Of two transactions deleting one row, only the first gets

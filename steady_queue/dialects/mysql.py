@@ -21,6 +21,9 @@ CONNECTION_LOST_CODES = {2006, 2013, 2014, 2055}
 # refused; written again, they would be refused again.
 REFUSED_ROW_CODES = {1153, 1301, 1366, 1406}
 
+# MariaDB: the statement after it gives up on a lock at once (1205).
+NO_LOCK_WAIT_PREFIX = "SET STATEMENT innodb_lock_wait_timeout=0 FOR "
+
 # InnoDB's own estimate of a table's rows (statistics, not a count).
 ESTIMATED_ROWS_SQL = (
     "SELECT table_rows FROM information_schema.tables "
@@ -60,6 +63,19 @@ class MySQL(Dialect):
             ]
         )
         return f" ON DUPLICATE KEY UPDATE {additions}"
+
+    def execute_without_lock_wait(self, cursor, sql, params):
+        if cursor.db.mysql_is_mariadb:
+            cursor.execute(f"{NO_LOCK_WAIT_PREFIX}{sql}", params)
+            return
+        # MySQL has no SET STATEMENT, and waits a second at least.
+        cursor.execute("SELECT @@innodb_lock_wait_timeout")
+        [before] = cursor.fetchone()
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        try:
+            cursor.execute(sql, params)
+        finally:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [before])
 
     def delete_picked(self, cursor, table, key, pick_sql, params):
         cursor.execute(pick_sql, params)

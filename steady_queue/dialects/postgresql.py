@@ -12,6 +12,14 @@ from .base import Dialect
 # SERIALIZABLE met a row changed since its snapshot) is one too.
 LOCK_CONFLICT_STATES = {"40001", "40P01", "55P03", "57014"}
 
+# The transaction's lock_timeout, read as it is set for the next statement;
+# NO_LOCK_WAIT gives up on a lock at once (55P03).
+LOCK_TIMEOUT_SQL = (
+    "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)"
+)
+SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, true)"
+NO_LOCK_WAIT = "1ms"
+
 # Class 08 (connection exception) and 57P01-57P03 (the server is shutting
 # down or restarting): the connection is gone, whatever the statement was.
 CONNECTION_LOST_STATES = {"57P01", "57P02", "57P03"}
@@ -65,6 +73,14 @@ class PostgreSQL(Dialect):
             return IsolationLevel(value).name.replace("_", " ").lower()
         except ValueError:
             return None  # Django refuses it when it connects
+
+    def execute_without_lock_wait(self, cursor, sql, params):
+        # SET LOCAL, undone by the savepoint's rollback if the statement fails,
+        # and put back by hand if it does not. (A lock_timeout of 0 is none.)
+        cursor.execute(LOCK_TIMEOUT_SQL, [NO_LOCK_WAIT])
+        before, _ = cursor.fetchone()
+        cursor.execute(sql, params)
+        cursor.execute(SET_LOCK_TIMEOUT_SQL, [before])
 
     def preparing_cursor(self, connection):
         # Django's psycopg cursors bind parameters client-side, which psycopg

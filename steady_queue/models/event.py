@@ -1,38 +1,56 @@
 """Event: the latest emission of a named event, and the lock its waiters share."""
 
-from django.db import models
+from django.db import DatabaseError, models
 from django.db.models import Q
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
+from ..dialects import is_lock_conflict
 from ..dialects.isolation import atomic
-from .base import QueueQuerySet
+from .base import QueueQuerySet, RowBusy
 from .fields import RowJSONField
 
 
 class EventQuerySet(QueueQuerySet):
-    def lock_name(self, name, now):
+    def lock_name(self, name, now, wait=True):
         """Lock the row of the event ``name`` until the caller's transaction
         ends, creating it (not yet emitted) if there is none; return its
-        ``(payload, emitted_at)`` (``emitted_at`` None: not emitted).
+        ``(payload, emitted_at, backend_name)`` (``emitted_at`` None: not
+        emitted).
 
         The one lock an emit and a parking waiter share: whichever takes it
         second sees what the first committed (the waiter's wait row, or the
         emitted event), so no waiter begins to wait for an event emitted
         meanwhile without being released by it.
+
+        With ``wait`` False, RowBusy is raised rather than waiting for
+        another transaction that holds the lock (an emit in flight, whose
+        transaction may stay open as long as its caller's does).
         """
-        self.upsert(name, now, {})
-        return self.filter(name=name).values_list("payload", "emitted_at").first()
+        if wait:
+            self.upsert(name, now, {})
+        else:
+            try:
+                with atomic(using=self.db):
+                    self.upsert(name, now, {}, wait=False)
+            except DatabaseError as error:
+                if not is_lock_conflict(error):
+                    raise
+                raise RowBusy(name) from error
+        found = self.filter(name=name)
+        return found.values_list("payload", "emitted_at", "backend_name").first()
 
-    def emit(self, name, payload, now):
-        """Emit the event ``name``: store it, and release every job waiting for
-        it, in the caller's transaction; return the released jobs' ids."""
+    def emit(self, backend_name, name, payload, now):
+        """Emit the event ``name`` through the backend alias ``backend_name``:
+        store it, and release every job of that alias waiting for it, in the
+        caller's transaction; return the released jobs' ids."""
         with atomic(using=self.db):
-            self.upsert(name, now, {"payload": payload, "emitted_at": now})
+            emitted = {"payload": payload, "emitted_at": now}
+            self.upsert(name, now, {**emitted, "backend_name": backend_name})
             waits = models_package.Wait.objects.using(self.db)
-            return waits.release_for(name, payload, now)
+            return waits.release_for(backend_name, name, now)
 
-    def upsert(self, name, now, emitted):
+    def upsert(self, name, now, emitted, wait=True):
         """Create the row of ``name``, or set ``emitted`` ({"payload",
         "emitted_at"}, or nothing) on the one there is, locked either way.
 
@@ -43,9 +61,17 @@ class EventQuerySet(QueueQuerySet):
         MariaDB found a deadlock (tests/integration/test_steps_chaos.py).
         It is a write first, too, which SQLite needs to wait for its lock
         rather than fail ("database is locked") in a transaction that read.
+        With ``wait`` False, a lock another transaction holds raises a
+        lock-conflict error instead of being waited for (in a savepoint).
         """
         meta = self.model._meta
-        values = {"name": name, "payload": None, "emitted_at": None, "created_at": now}
+        values = {
+            "name": name,
+            "payload": None,
+            "emitted_at": None,
+            "created_at": now,
+            "backend_name": "default",
+        }
         values.update(emitted)
         params = [
             meta.get_field(column).get_db_prep_save(value, self.connection)
@@ -54,16 +80,22 @@ class EventQuerySet(QueueQuerySet):
         table = meta.db_table
         replaced = list(emitted) or ["name"]
         sql = (
-            f"INSERT INTO {table} ({', '.join(values)}) VALUES (%s, %s, %s, %s)"
+            f"INSERT INTO {table} ({', '.join(values)}) VALUES (%s, %s, %s, %s, %s)"
             + self.dialect.add_on_conflict(table, ["name"], [], replaced)
         )
         with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            if wait:
+                cursor.execute(sql, params)
+            else:
+                self.dialect.execute_without_lock_wait(cursor, sql, params)
 
-    def received(self, name, since):
-        """The payload of ``name`` if it was emitted at ``since`` or later, in
-        a one-element tuple; () if not."""
-        found = self.filter(name=name, emitted_at__gte=since).values_list("payload")
+    def received(self, backend_name, name, since):
+        """The payload of ``name`` if it was emitted through the backend alias
+        ``backend_name`` at ``since`` or later, in a one-element tuple; () if
+        not."""
+        found = self.filter(
+            name=name, backend_name=backend_name, emitted_at__gte=since
+        ).values_list("payload")
         return tuple(found[:1])
 
     def expired(self, cutoff):
@@ -103,6 +135,15 @@ class Event(models.Model):
     """
 
     name = models.CharField(max_length=200, unique=True)
+    # The TASKS alias the latest emission went through: only that alias's
+    # waiters receive it. (Two aliases on one database still share the one
+    # row of a name, and its lock, until the unique name gives way to a
+    # unique (backend_name, name) in the release after this one's.)
+    backend_name = models.CharField(
+        max_length=100,
+        default="default",
+        db_default="default",
+    )
     payload = RowJSONField(null=True, blank=True)
     emitted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()

@@ -12,8 +12,13 @@ from ..conf import options_of_backend
 from ..conf.options import Options
 from ..dialects.isolation import atomic
 from ..pipeline.outcome import FOREVER
-from .base import QueueQuerySet
+from .base import QueueQuerySet, RowBusy
 from .step import EVENT, SLEEP, TIMEOUT
+
+# An event's lock held by another transaction as a run parks on it: the job
+# is not parked but runs again after this long.
+BUSY = object()
+BUSY_RETRY = timedelta(seconds=1)
 
 
 def event_retention(backend_name):
@@ -21,6 +26,15 @@ def event_retention(backend_name):
     options = options_of_backend(backend_name)
     seconds = (options or Options()).event_retention
     return timedelta(seconds=seconds)
+
+
+def received(found, backend_name, since):
+    """Whether an event row's ``(payload, emitted_at, backend_name)`` is an
+    emission a waiter of ``backend_name`` that began at ``since`` receives."""
+    _, emitted_at, emitted_through = found
+    if emitted_at is None or emitted_at < since:
+        return False
+    return emitted_through == backend_name
 
 
 class WaitQuerySet(QueueQuerySet):
@@ -41,7 +55,15 @@ class WaitQuerySet(QueueQuerySet):
         # Every event row locked first, in name order: two finishes parking
         # on the same events cannot deadlock.
         names = sorted({o.parked.event_name for o in parked} - {None})
-        emitted = {name: events.lock_name(name, now) for name in names}
+        emitted = {}
+        for name in names:
+            try:
+                # Not waited for: an emit holds it for as long as its caller's
+                # transaction stays open, and this finish holds a batch of
+                # other jobs' outcomes (and its worker) meanwhile.
+                emitted[name] = events.lock_name(name, now, wait=False)
+            except RowBusy:
+                emitted[name] = BUSY
         run_at = {}
         for outcome in parked:
             wait = outcome.parked
@@ -52,8 +74,13 @@ class WaitQuerySet(QueueQuerySet):
                     run_at[job.pk] = now
                     continue
                 found = emitted[wait.event_name]
+                if found is BUSY:
+                    # Not parked: the job runs again shortly and its wait
+                    # decides again, by then seeing the emit or its rollback.
+                    run_at[job.pk] = now + BUSY_RETRY
+                    continue
                 since = now - event_retention(job.backend_name)
-                if found is not None and found[1] is not None and found[1] >= since:
+                if found is not None and received(found, job.backend_name, since):
                     steps.record(job.pk, wait.step_name, EVENT, found[0], now)
                     run_at[job.pk] = now
                     continue
@@ -73,21 +100,32 @@ class WaitQuerySet(QueueQuerySet):
             for o in outcomes
         ]
 
-    def release_for(self, name, payload, now):
-        """Release every job waiting for the event ``name``: record the event
-        as each one's wait step, delete the waits and make the jobs ready
-        (through their concurrency limits); return their ids.
+    def waiting_for(self, backend_name, name):
+        """The waits of the jobs of the backend alias ``backend_name`` for the
+        event ``name``."""
+        jobs = models_package.Job.objects.using(self.db)
+        return self.filter(
+            event_name=name, job_id__in=jobs.filter(backend_name=backend_name)
+        )
+
+    def release_for(self, backend_name, name, now):
+        """Release every job of the backend alias ``backend_name`` waiting for
+        the event ``name``: record the event as each one's wait step, delete
+        the waits and make the jobs ready (through their concurrency limits);
+        return their ids. The payload is read from the event's row, which the
+        caller wrote.
 
         In the caller's transaction, which holds the event's row lock. Each
         wait row is deleted by whoever locks it first (this emit, or the job's
         own timeout): no waiter is released twice.
         """
-        waits = self.filter(event_name=name).select_for_update().order_by("job_id")
-        found = dict(waits.values_list("job_id", "step_name"))
+        waits = self.waiting_for(backend_name, name)
+        waits = waits.select_for_update().order_by("job_id")
+        found = list(waits.values_list("job_id", flat=True))
         if not found:
             return []
         steps = models_package.Step.objects.using(self.db)
-        steps.record_all(sorted(found), found, EVENT, payload, now)
+        steps.record_received(backend_name, name, now)
         self.filter(job_id__in=found).delete_rows()
         scheduled = models_package.ScheduledExecution.objects.using(self.db)
         # A job not parked any more (woken early, or by its timeout, and

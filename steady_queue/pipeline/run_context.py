@@ -32,11 +32,10 @@ class Run:
     names: set = field(default_factory=set)
     # How many durable_sleep() calls this run made (their default names).
     sleeps: int = 0
-    # The job's stored steps, {name: Step}, loaded at the first step of a run.
+    # The job's stored steps, {name: Step}, loaded at the first step of a run
+    # (a wait reads a step it misses again: an emit may have stored it since).
+    # The wait row is never kept: emits and timeouts delete it mid-run.
     steps: dict | None = None
-    # The job's wait row (or None), loaded at the first wait of a run.
-    wait: Any = None
-    wait_loaded: bool = False
 
     def claim_name(self, name):
         """Mark ``name`` used in this run; StepError if it was already."""

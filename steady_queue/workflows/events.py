@@ -15,10 +15,10 @@ def emit_event(name, payload=None, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
     jobs it released.
 
     Written in the caller's transaction (rolled back with it) on the database
-    of the steady_queue backend ``backend``: every job waiting for ``name``
-    there is released (made ready) when it commits, and a job that begins to
-    wait within OPTIONS["event_retention"] receives it at once. Emitting a
-    name again replaces the payload later waiters receive.
+    of the steady_queue backend ``backend``: every job of that backend alias
+    waiting for ``name`` is released (made ready) when it commits, and one
+    that begins to wait within OPTIONS["event_retention"] receives it at
+    once. Emitting a name again replaces the payload later waiters receive.
     """
     check_name(name, "emit_event()")
     try:
@@ -30,7 +30,8 @@ def emit_event(name, payload=None, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
             f"emit_event({name!r}) takes a JSON payload (dicts, lists, strings, "
             f"numbers, booleans, None); this one cannot be stored: {what}."
         ) from None
-    database = getattr(task_backends[backend], "database", None)
+    queue_backend = task_backends[backend]
+    database = getattr(queue_backend, "database", None)
     if database is None:
         raise TypeError(
             f"emit_event() needs a SteadyQueueBackend; the TASKS alias {backend!r} "
@@ -39,6 +40,6 @@ def emit_event(name, payload=None, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
     released = (
         models_module()
         .Event.objects.using(database)
-        .emit(name, payload, timezone.now())
+        .emit(queue_backend.alias, name, payload, timezone.now())
     )
     return len(released)

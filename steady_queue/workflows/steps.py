@@ -46,13 +46,28 @@ def stored_steps(run):
     return run.steps
 
 
+def received_step(run, name):
+    """The stored step ``name`` of a wait, or None: from the run's steps if
+    there, else read now (and kept).
+
+    An emit records a wait's step in its own transaction, at any moment of
+    the run: a step missing from what the run loaded at its start may be
+    stored since. The row is the one source of truth of what a run received.
+    """
+    recorded = stored_steps(run).get(name)
+    if recorded is None:
+        steps = models_module().Step.objects.using(run.database)
+        recorded = steps.stored(run.job.pk, name)
+        if recorded is not None:
+            run.steps[name] = recorded
+    return recorded
+
+
 def stored_wait(run):
-    """The job's wait row (or None), loaded once per run, at its first wait."""
-    if not run.wait_loaded:
-        waits = models_module().Wait.objects.using(run.database)
-        run.wait = waits.filter(job_id=run.job.pk).first()
-        run.wait_loaded = True
-    return run.wait
+    """The job's wait row, or None; read at each call, never kept: an emit
+    or the job's own timeout deletes it while the run goes on."""
+    waits = models_module().Wait.objects.using(run.database)
+    return waits.filter(job_id=run.job.pk).first()
 
 
 def value_of(recorded, task_path):

@@ -6,7 +6,14 @@ from django.utils import timezone
 
 from ..exceptions import EventTimeout, JobParked
 from ..pipeline.run_context import current_run
-from .steps import check_name, models_module, stored_steps, stored_wait, value_of
+from .steps import (
+    check_name,
+    models_module,
+    received_step,
+    stored_steps,
+    stored_wait,
+    value_of,
+)
 
 
 def wait_for_event(name, timeout=None, *, step=None):
@@ -27,7 +34,7 @@ def wait_for_event(name, timeout=None, *, step=None):
     seconds = _seconds(timeout, "wait_for_event(timeout=...)", allow_none=True)
     run.claim_name(step_name)
     models = models_module()
-    recorded = stored_steps(run).get(step_name)
+    recorded = received_step(run, step_name)
     if recorded is not None:
         if recorded.kind == models.step.TIMEOUT:
             raise _timed_out(name, recorded.finished_at)
@@ -47,7 +54,8 @@ def wait_for_event(name, timeout=None, *, step=None):
         )
         return value_of(recorded, run.job.task_path)
     since = now - models.wait.event_retention(run.job.backend_name)
-    emitted = models.Event.objects.using(run.database).received(name, since)
+    events = models.Event.objects.using(run.database)
+    emitted = events.received(run.job.backend_name, name, since)
     if emitted:
         return _received(run, step_name, emitted[0][0], now)
     until = None if seconds is None else now + timedelta(seconds=seconds)
@@ -84,13 +92,13 @@ def durable_sleep(duration, *, step=None):
 
 
 def _received(run, step_name, payload, now):
-    """Record an event found emitted as the wait's step; return its payload."""
+    """Record an event found emitted as the wait's step; return the payload
+    stored (an emit that released the wait meanwhile recorded it first)."""
     models = models_module()
     steps = models.Step.objects.using(run.database)
-    run.steps[step_name] = steps.record(
-        run.job.pk, step_name, models.step.EVENT, payload, now
-    )
-    return payload
+    recorded = steps.record_once(run.job.pk, step_name, models.step.EVENT, payload, now)
+    run.steps[step_name] = recorded
+    return value_of(recorded, run.job.task_path)
 
 
 def _timed_out(name, at):

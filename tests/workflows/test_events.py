@@ -213,3 +213,39 @@ def test_run_pending_with_run_scheduled_leaves_a_parked_job_to_its_event():
     emit_event("patient", "here")
     assert run_pending(run_scheduled=True) == 1
     assert status_of(result) == TaskResultStatus.SUCCESSFUL
+
+
+@pytest.mark.parametrize("how", ["timed out", "run now"])
+def test_an_emit_as_a_parked_jobs_run_begins_is_received_not_a_failure(how):
+    # The run's first step loads its stored steps; the emit then records the
+    # event as the wait's step, and the wait must find it there, not record
+    # the event again (a duplicate step failed the job for good).
+    timeout = 3600 if how == "run now" else scaled(1)
+    result = tasks.emits_on_its_second_run.enqueue("as-it-ends", timeout=timeout)
+    run_pending()
+    assert Wait.objects.filter(job_id=result.id).exists()
+    if how == "timed out":
+        past = timezone.now() - timedelta(seconds=1)
+        Wait.objects.filter(job_id=result.id).update(until=past)
+    ScheduledExecution.objects.filter(job_id=result.id).make_ready_now()
+    run_pending()
+
+    assert status_of(result) == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"before": "b", "payload": {"late": True}}
+    assert tasks.CALLS["as-it-ends:released"] == 1  # released, never timed out
+    assert Step.objects.get(job_id=result.id, name="event:as-it-ends").kind == "event"
+    assert not Wait.objects.filter(job_id=result.id).exists()
+
+
+def test_recording_a_received_event_keeps_the_one_an_emit_recorded_first():
+    result = tasks.waits_for.enqueue("recorded-first")
+    now = timezone.now()
+    Step.objects.record(result.id, "event:recorded-first", "event", {"n": 1}, now)
+
+    # The run, finding the event emitted again, records it as its step: the
+    # step the emit stored is the one received, and no error is raised.
+    kept = Step.objects.record_once(
+        result.id, "event:recorded-first", "event", {"n": 2}, now
+    )
+    assert kept.value == {"n": 1}
+    assert Step.objects.filter(job_id=result.id).count() == 1
