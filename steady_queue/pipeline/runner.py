@@ -86,6 +86,7 @@ class JobRunner:
         self._close_old_connections()
         with running(claim.job) as run:
             try:
+                self._check_trace_context(claim.job)
                 call = self._start(claim, task, _arguments_of(claim.job))
                 value = task.func(*call.args, **call.kwargs)
             except Snooze as snooze:
@@ -105,6 +106,7 @@ class JobRunner:
     async def _arun(self, claim, task, timeout):
         limit = None
         try:
+            self._check_trace_context(claim.job)
             arguments = await _adecode(claim.job)
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
@@ -173,6 +175,12 @@ class JobRunner:
             if raised.__traceback__ is not None and raised.__traceback__.tb_next:
                 raised.__traceback__ = raised.__traceback__.tb_next
             task_finished.send(self.backend_class, task_result=result)
+
+    def _check_trace_context(self, job):
+        # Read only where it is used: a worker that does not trace passes
+        # over the trace context, whatever the row holds.
+        if self.tracing is not None:
+            self.tracing.check_context(job)
 
     def _close_old_connections(self):
         if self.manage_connections:
