@@ -45,9 +45,35 @@ def storable_form(value, task_path):
 
 
 def returned_value(stored, task_path):
-    """The value a task (at ``task_path``) returned, rebuilt from its JSON."""
+    """The value a task (at ``task_path``) returned, rebuilt from its JSON.
+
+    Raises ArgumentDecodeError for a value no task returned (the row was
+    changed by hand): one that does not decode as JSON, names a model without
+    its signature, or holds a tag that does not rebuild.
+    """
+    error = getattr(stored, "error", None)
+    if error is not None:
+        # models.fields.UnreadableJSON, an empty dict standing in for it.
+        raise ArgumentDecodeError(
+            f"The job's stored return value cannot be read ({error}): the row "
+            "was changed outside steady_queue or is corrupt."
+        )
     if not (isinstance(stored, dict) and stored.get(TAG) == ENVELOPE):
         return stored
+    try:
+        return _rebuilt(stored, task_path)
+    except ArgumentDecodeError:
+        raise
+    except Exception as error:
+        # A tag whose fields no encoder wrote: any of the rebuilders' errors.
+        raise ArgumentDecodeError(
+            f"The job's stored return value cannot be rebuilt "
+            f"({type(error).__name__}: {error}): the row was changed outside "
+            "steady_queue or is corrupt."
+        ) from error
+
+
+def _rebuilt(stored, task_path):
     value = stored.get("v")
     tags = model_tags_in(value, PLACE)
     if tags and not holds_valid_signature(stored.get(SIGNATURE), task_path, tags):
