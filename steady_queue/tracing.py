@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
 
-from .exceptions import ArgumentsUnreadableError
-
 # The key of a job's stored arguments that carries its enqueuer's trace context
 # ({"traceparent": ..., "tracestate": ...}): decode_arguments reads only
 # "args" and "kwargs", so a worker that does not trace passes over it.
@@ -104,20 +102,13 @@ class Tracing:
         ) as span:
             yield lambda outcome: self._ended(span, outcome)
 
-    def check_context(self, job):
-        """Raise ArgumentsUnreadableError if the job's stored trace context is
-        not what an enqueue stores (stored_context): the runner calls it
-        where a run's other unreadable values fail the run."""
-        stored_context(job.arguments)
-
     def _parent_of(self, job):
-        """The context of the job's send span; None if it stored none, or
-        one check_context refuses (the run then fails inside its own span)."""
-        try:
-            carrier = stored_context(job.arguments)
-        except ArgumentsUnreadableError:
+        """The context of the job's send span; None if it stored none, or one
+        stored_context finds unreadable (the runner fails that run)."""
+        carrier, readable = stored_context(job.arguments)
+        if carrier is None or not readable:
             return None
-        return None if carrier is None else self._propagate.extract(carrier)
+        return self._propagate.extract(carrier)
 
     def _ended(self, span, outcome):
         """Set a run's outcome on its span: the error as an exception event
@@ -149,25 +140,16 @@ class Tracing:
 
 
 def stored_context(arguments):
-    """The W3C trace headers a job's stored arguments carry, or None.
-
-    Raises ArgumentsUnreadableError for anything but a dict of strings, which
-    no enqueue stores: a row changed by hand, whose values the propagator
-    would fail on with a TypeError of its own.
-    """
+    """``(carrier, readable)``: the trace context a job's stored arguments
+    carry (None if none), and whether it is W3C trace headers, a dict of
+    strings, as every enqueue stores it. A row changed by hand may hold
+    anything, on which the propagator would raise a TypeError of its own."""
     carrier = arguments.get(TRACE_KEY) if isinstance(arguments, dict) else None
-    if carrier is None:
-        return None
-    if isinstance(carrier, dict) and all(
-        type(name) is str and type(value) is str for name, value in carrier.items()
-    ):
-        return carrier
-    shown = repr(carrier)
-    raise ArgumentsUnreadableError(
-        f"The job's stored trace context ({TRACE_KEY!r}: {shown[:200]}) is not "
-        "W3C trace headers (a dict of strings); the row was changed outside "
-        "steady_queue or is corrupt, so nothing was called."
+    readable = carrier is None or (
+        isinstance(carrier, dict)
+        and all(type(k) is str and type(v) is str for k, v in carrier.items())
     )
+    return carrier, readable
 
 
 def _version():

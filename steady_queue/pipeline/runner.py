@@ -17,6 +17,7 @@ from ..compat import (
     task_started,
 )
 from ..exceptions import (
+    ArgumentsUnreadableError,
     JobParked,
     ResultNotStorableError,
     Snooze,
@@ -24,6 +25,7 @@ from ..exceptions import (
     TaskTimeoutError,
     timeout_message,
 )
+from ..tracing import TRACE_KEY, stored_context
 from .arguments import TAGGED, decode_arguments
 from .outcome import (
     FOREVER,
@@ -177,10 +179,19 @@ class JobRunner:
             task_finished.send(self.backend_class, task_result=result)
 
     def _check_trace_context(self, job):
-        # Read only where it is used: a worker that does not trace passes
-        # over the trace context, whatever the row holds.
-        if self.tracing is not None:
-            self.tracing.check_context(job)
+        """Raise ArgumentsUnreadableError for a stored trace context no
+        enqueue wrote. Read only where it is used: a worker that does not
+        trace passes over it, whatever the row holds."""
+        if self.tracing is None:
+            return
+        carrier, readable = stored_context(job.arguments)
+        if not readable:
+            raise ArgumentsUnreadableError(
+                f"The job's stored trace context ({TRACE_KEY!r}: "
+                f"{repr(carrier)[:200]}) is not W3C trace headers (a dict of "
+                "strings); the row was changed outside steady_queue or is "
+                "corrupt, so nothing was called."
+            )
 
     def _close_old_connections(self):
         if self.manage_connections:
