@@ -17,14 +17,14 @@ MAX_RESULT_BYTES = 1024 * 1024
 # A traceback longer than this keeps its head and its tail (where the error is).
 MAX_TRACEBACK_CHARS = 64 * 1024
 TRACEBACK_HEAD_CHARS = 8 * 1024
-# How deep arrays and objects may nest in a stored value (a tuple or another
-# tagged value takes two levels): MariaDB's JSON columns refuse 32, and only
-# once the value is written, after the task (or a step's function) ran. Kept
-# well under it, as the same rule holds on every database.
+# How deep arrays and objects may nest in a stored value (return_values.py's
+# tags and envelope are levels too): MariaDB's JSON columns refuse 32, and
+# only once the value is written, after the task (or a step's function) ran.
+# Kept well under it, as the same rule holds on every database.
 MAX_NESTING = 24
 TOO_DEEP = (
-    f"it is nested more than {MAX_NESTING} levels deep as stored (a tuple or "
-    "a date takes two levels)",
+    f"it is nested more than {MAX_NESTING} levels deep as stored (a list or "
+    "dict counts one level, a tuple two)",
     "Return a flatter value.",
 )
 # A NUL as json.dumps writes it: \u0000 after an even number of backslashes
