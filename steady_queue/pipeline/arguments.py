@@ -97,6 +97,13 @@ def decode_arguments(stored, task_path=None, load_rows=True, signed=True):
     enqueue() gave them for ``task_path`` (the path they were serialized
     for), or ArgumentDecodeError is raised before any model is looked up.
     """
+    error = getattr(stored, "error", None)
+    if error is not None:
+        # models.fields.UnreadableJSON: the row's JSON did not decode.
+        raise ArgumentsUnreadableError(
+            f"The job's stored arguments cannot be read ({error}); the row was "
+            "changed outside steady_queue or is corrupt, so nothing was called."
+        )
     args, kwargs = _call_of(stored)
     if not stored.get(TAGGED):
         return args, kwargs
@@ -143,14 +150,7 @@ def json_arguments(stored):
 
 def _call_of(stored):
     """The stored ``(args, kwargs)``; ArgumentsUnreadableError for a row whose
-    arguments did not decode or are not ``{"args": [...], "kwargs": {...}}``."""
-    error = getattr(stored, "error", None)
-    if error is not None:
-        # models.fields.UnreadableJSON: the row's JSON did not decode.
-        raise ArgumentsUnreadableError(
-            f"The job's stored arguments cannot be read ({error}); the row was "
-            "changed outside steady_queue or is corrupt, so nothing was called."
-        )
+    arguments are not ``{"args": [...], "kwargs": {...}}``."""
     if isinstance(stored, dict):
         args = stored.get("args", [])
         kwargs = stored.get("kwargs", {})
