@@ -124,11 +124,9 @@ class Tracing:
         and returns it: the runner turns every error into an outcome, so the
         exception and status come from there, not from what escapes.
         """
-        carrier = job.arguments.get(TRACE_KEY)
-        parent = self._propagate.extract(carrier) if isinstance(carrier, dict) else None
         with self._tracer.start_as_current_span(
             f"process {job.task_path}",
-            context=parent,
+            context=self._parent_of(job),
             kind=self._trace.SpanKind.CONSUMER,
             attributes={
                 "messaging.system": SYSTEM,
@@ -147,6 +145,14 @@ class Tracing:
             set_status_on_exception=False,
         ) as span:
             yield lambda outcome: self._ended(span, outcome)
+
+    def _parent_of(self, job):
+        """The context of the job's send span; None if it stored none, or one
+        stored_context finds unreadable (the runner fails that run)."""
+        carrier, readable = stored_context(job.arguments)
+        if carrier is None or not readable:
+            return None
+        return self._propagate.extract(carrier)
 
     def _ended(self, span, outcome):
         """Set a run's outcome on its span: the error as an exception event
@@ -175,6 +181,19 @@ class Tracing:
             message = kind
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
         return outcome
+
+
+def stored_context(arguments):
+    """``(carrier, readable)``: the trace context a job's stored arguments
+    carry (None if none), and whether it is W3C trace headers, a dict of
+    strings, as every enqueue stores it. A row changed by hand may hold
+    anything, on which the propagator would raise a TypeError of its own."""
+    carrier = arguments.get(TRACE_KEY) if isinstance(arguments, dict) else None
+    readable = carrier is None or (
+        isinstance(carrier, dict)
+        and all(type(k) is str and type(v) is str for k, v in carrier.items())
+    )
+    return carrier, readable
 
 
 def _version():

@@ -76,6 +76,20 @@ def returns_unstorable_step(label):
     step("bad", effect, label, object())
 
 
+def nested(levels):
+    """Lists nested ``levels`` deep, the innermost holding 1."""
+    value = [1]
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@retry(attempts=3, wait=0)
+@task
+def deep_step(label, levels):
+    step("deep", effect, label, nested(levels))
+
+
 @task
 def waits_for(name, timeout=None):
     before = step("before", effect, f"{name}:before", "b")

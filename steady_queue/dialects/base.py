@@ -71,6 +71,11 @@ class Dialect:
             return " FOR UPDATE"
         return ""
 
+    def statement_byte_limit(self, connection):
+        """The most bytes one statement, its values included, may take on
+        this connection; None where no limit comes near what is sent."""
+        return None
+
     def lock_clause(self, connection):
         """The clause that locks selected rows, waiting for rows others hold."""
         return " FOR UPDATE" if connection.features.has_select_for_update else ""

@@ -129,6 +129,20 @@ class MySQL(Dialect):
         row = cursor.fetchone()
         return row[0] if row else 0
 
+    def statement_byte_limit(self, connection):
+        # max_allowed_packet, read once per connection (the server may set
+        # it differently per session or change its global): a statement over
+        # it is refused, or worse, cut off mid-send as a lost link.
+        connection.ensure_connection()
+        raw = connection.connection
+        limit = getattr(raw, "steady_queue_max_packet", None)
+        if limit is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT @@max_allowed_packet")
+                limit = int(cursor.fetchone()[0])
+            raw.steady_queue_max_packet = limit
+        return limit
+
     def is_connection_lost(self, error):
         cause = error.__cause__ or error
         args = getattr(cause, "args", ())

@@ -64,6 +64,38 @@ def joined_update(table, pk, flag, columns, rows):
     return sql, [value for row in rows for value in row]
 
 
+# The bytes of a joined update's own text beside its rows' values, and of
+# each row's "SELECT %s, ... UNION ALL" and a value that is not text.
+STATEMENT_OVERHEAD = 16 * 1024
+VALUE_OVERHEAD = 48
+
+
+def in_parts(rows, limit):
+    """``rows`` in consecutive parts, each sent in one statement under
+    ``limit`` bytes (one part when ``limit`` is None). A row that is over
+    it alone is a part of its own: the database refuses it, alone."""
+    if limit is None:
+        return [rows]
+    parts, part, size = [], [], STATEMENT_OVERHEAD
+    for row in rows:
+        cost = sum(map(_bytes_bound, row))
+        if part and size + cost > limit:
+            parts.append(part)
+            part, size = [], STATEMENT_OVERHEAD
+        part.append(row)
+        size += cost
+    parts.append(part)
+    return parts
+
+
+def _bytes_bound(value):
+    """At most how many bytes a value takes in a statement: text escaped
+    (each ASCII character at most doubled; any other at most 4 bytes)."""
+    if isinstance(value, str):
+        return (2 if value.isascii() else 4) * len(value) + VALUE_OVERHEAD
+    return VALUE_OVERHEAD
+
+
 class Outcomes:
     """JobQuerySet verbs for reading claimed jobs and writing what their runs did."""
 
@@ -82,7 +114,8 @@ class Outcomes:
 
     def save_outcomes(self, jobs, without=()):
         """Write the outcome fields of these jobs: one UPDATE by primary key
-        each, or on MySQL one joined to their values (JOINED_UPDATE_SQL).
+        each, or on MySQL one joined to their values (JOINED_UPDATE_SQL),
+        split in parts that each fit the connection's max_allowed_packet.
 
         Not Django's bulk_update: it builds a CASE expression per field and
         job, which on the hot path costs far more than the database work it
@@ -114,10 +147,15 @@ class Outcomes:
         ]
         with connection.cursor() as cursor:
             if self.dialect.updates_rows_joined and len(rows) > 1:
-                cursor.execute(*joined_update(table, pk, flag, columns, rows))
+                written = 0
+                limit = self.dialect.statement_byte_limit(connection)
+                for part in in_parts(rows, limit):
+                    cursor.execute(*joined_update(table, pk, flag, columns, part))
+                    written += cursor.rowcount
             else:
                 cursor.executemany(f"{sql} AND {flag} = %s", rows)
-            if cursor.rowcount == len(rows) or cursor.rowcount < 0:
+                written = cursor.rowcount
+            if written == len(rows) or written < 0:
                 return
             believed = [job.pk for job in jobs if not job.has_dependents]
             # A locking read: on MySQL a plain one would read the

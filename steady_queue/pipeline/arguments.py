@@ -22,6 +22,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
+from django.db import DatabaseError
+
 from ..exceptions import (
     ArgumentDecodeError,
     ArgumentRowMissingError,
@@ -102,16 +104,25 @@ def decode_arguments(stored, task_path=None, load_rows=True, signed=True):
             f"The job's stored arguments cannot be read ({error}); the row was "
             "changed outside steady_queue or is corrupt, so nothing was called."
         )
-    args = stored.get("args", [])
-    kwargs = stored.get("kwargs", {})
+    args, kwargs = _call_of(stored)
     if not stored.get(TAGGED):
         return args, kwargs
-    if signed:
-        _check_signature(stored, task_path)
     decode = Decoder(load_rows).decode
-    return [decode(value) for value in args], {
-        name: decode(value) for name, value in kwargs.items()
-    }
+    try:
+        if signed:
+            _check_signature(stored, task_path)
+        return [decode(value) for value in args], {
+            name: decode(value) for name, value in kwargs.items()
+        }
+    except (ArgumentDecodeError, DatabaseError):
+        raise
+    except Exception as error:
+        # A tag whose fields no enqueue wrote: any of the rebuilders' errors.
+        raise ArgumentDecodeError(
+            f"The job's stored arguments cannot be rebuilt ({type(error).__name__}"
+            f": {error}); the row was changed outside steady_queue or is "
+            "corrupt, so nothing was called."
+        ) from error
 
 
 def json_arguments(stored):
@@ -122,13 +133,34 @@ def json_arguments(stored):
     stay the tagged objects they are stored as, e.g. ``{"__sq__": "decimal",
     "v": "2.50"}``, which ``decode_arguments`` can rebuild.
     """
-    args = stored.get("args", [])
-    kwargs = stored.get("kwargs", {})
+    args, kwargs = _call_of(stored)
     if not stored.get(TAGGED):
         return args, kwargs
-    return [_as_json(value) for value in args], {
-        name: _as_json(value) for name, value in kwargs.items()
-    }
+    try:
+        return [_as_json(value) for value in args], {
+            name: _as_json(value) for name, value in kwargs.items()
+        }
+    except Exception as error:
+        # A tag whose fields no enqueue wrote.
+        raise ArgumentDecodeError(
+            f"The job's stored arguments cannot be read ({type(error).__name__}"
+            f": {error}); the row was changed outside steady_queue or is corrupt."
+        ) from error
+
+
+def _call_of(stored):
+    """The stored ``(args, kwargs)``; ArgumentsUnreadableError for a row whose
+    arguments are not ``{"args": [...], "kwargs": {...}}``."""
+    if isinstance(stored, dict):
+        args = stored.get("args", [])
+        kwargs = stored.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise ArgumentsUnreadableError(
+        f"The job's stored arguments are not {{'args': [...], 'kwargs': {{...}}}} "
+        f"({repr(stored)[:200]}); the row was changed outside steady_queue or "
+        "is corrupt, so nothing was called."
+    )
 
 
 def call_arguments(result):

@@ -17,8 +17,14 @@ MAX_RESULT_BYTES = 1024 * 1024
 # A traceback longer than this keeps its head and its tail (where the error is).
 MAX_TRACEBACK_CHARS = 64 * 1024
 TRACEBACK_HEAD_CHARS = 8 * 1024
+# How deep arrays and objects may nest in a stored value (return_values.py's
+# tags and envelope are levels too): MariaDB's JSON columns refuse 32, and
+# only once the value is written, after the task (or a step's function) ran.
+# Kept well under it, as the same rule holds on every database.
+MAX_NESTING = 24
 TOO_DEEP = (
-    "it is nested too deeply to encode as JSON",
+    f"it is nested more than {MAX_NESTING} levels deep as stored (a list or "
+    "dict counts one level, a tuple two)",
     "Return a flatter value.",
 )
 # A NUL as json.dumps writes it: \u0000 after an even number of backslashes
@@ -101,23 +107,34 @@ def storable_return_value(value, task_path):
     database would refuse.
     """
     try:
-        stored = return_values.storable_form(value, task_path)
-        refuse_unstorable(stored)
+        return storable_value(value, task_path)
     except ResultNotStorableError as error:
         raise _not_storable(task_path, *error.args) from None
+
+
+def storable_value(value, task_path):
+    """A task's or a step's value as it is stored (return_values.py) once
+    every database could store it; else ResultNotStorableError, whose args
+    are ``(what was wrong, how to fix it)``."""
+    try:
+        stored = return_values.storable_form(value, task_path)
     except RecursionError:
-        raise _not_storable(task_path, *TOO_DEEP) from None
+        raise ResultNotStorableError(*TOO_DEEP) from None
+    refuse_unstorable(stored)
     return stored
 
 
 def refuse_unstorable(value):
     """Raise ResultNotStorableError if no database could store this JSON value.
 
-    PostgreSQL's jsonb refuses NaN, Infinity and NUL characters, and every
-    database refuses text that is not valid Unicode: one rule for all three
+    PostgreSQL's jsonb refuses NaN, Infinity and NUL characters, MariaDB
+    arrays and objects nested 32 deep (MAX_NESTING), and every database
+    refuses text that is not valid Unicode: one rule for all three
     databases, so a task behaves the same wherever it runs. The error's args
     are ``(what was wrong, how to fix it)``.
     """
+    if type(value) in _CONTAINERS and _nested_deeper(value, MAX_NESTING):
+        raise ResultNotStorableError(*TOO_DEEP)
     try:
         encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
         size = len(encoded.encode("utf-8"))
@@ -145,6 +162,25 @@ def refuse_unstorable(value):
             "Store large output elsewhere (a file, a model) and return a "
             "reference to it.",
         )
+
+
+def _nested_deeper(value, limit):
+    """Whether arrays and objects nest more than ``limit`` deep in a JSON value
+    (a walk of its containers, never deeper than the limit)."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            item
+            for container in level
+            for item in (container.values() if type(container) is dict else container)
+            if type(item) in _CONTAINERS
+        ]
+        if not level:
+            return False
+    return True
+
+
+_CONTAINERS = (dict, list)
 
 
 def not_storable(task_path, error):

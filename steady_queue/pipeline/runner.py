@@ -17,6 +17,7 @@ from ..compat import (
     task_started,
 )
 from ..exceptions import (
+    ArgumentsUnreadableError,
     JobParked,
     ResultNotStorableError,
     Snooze,
@@ -24,6 +25,7 @@ from ..exceptions import (
     TaskTimeoutError,
     timeout_message,
 )
+from ..tracing import TRACE_KEY, stored_context
 from .arguments import TAGGED, decode_arguments
 from .outcome import (
     FOREVER,
@@ -86,6 +88,7 @@ class JobRunner:
         self._close_old_connections()
         with running(claim.job) as run:
             try:
+                self._check_trace_context(claim.job)
                 call = self._start(claim, task, _arguments_of(claim.job))
                 value = task.func(*call.args, **call.kwargs)
             except Snooze as snooze:
@@ -105,6 +108,7 @@ class JobRunner:
     async def _arun(self, claim, task, timeout):
         limit = None
         try:
+            self._check_trace_context(claim.job)
             arguments = await _adecode(claim.job)
             call = self._start(claim, task, arguments)
             async with asyncio.timeout(timeout) as limit:
@@ -173,6 +177,21 @@ class JobRunner:
             if raised.__traceback__ is not None and raised.__traceback__.tb_next:
                 raised.__traceback__ = raised.__traceback__.tb_next
             task_finished.send(self.backend_class, task_result=result)
+
+    def _check_trace_context(self, job):
+        """Raise ArgumentsUnreadableError for a stored trace context no
+        enqueue wrote. Read only where it is used: a worker that does not
+        trace passes over it, whatever the row holds."""
+        if self.tracing is None:
+            return
+        carrier, readable = stored_context(job.arguments)
+        if not readable:
+            raise ArgumentsUnreadableError(
+                f"The job's stored trace context ({TRACE_KEY!r}: "
+                f"{repr(carrier)[:200]}) is not W3C trace headers (a dict of "
+                "strings); the row was changed outside steady_queue or is "
+                "corrupt, so nothing was called."
+            )
 
     def _close_old_connections(self):
         if self.manage_connections:

@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from ..exceptions import ResultNotStorableError
 from ..pipeline import return_values
-from ..pipeline.outcome import refuse_unstorable
+from ..pipeline.outcome import storable_value
 from ..pipeline.run_context import current_run
 
 # Step names are stored in a column this long.
@@ -101,8 +101,7 @@ def storable(value, name, task_path):
     retry would run it again.
     """
     try:
-        stored = return_values.storable_form(value, task_path)
-        refuse_unstorable(stored)
+        stored = storable_value(value, task_path)
     except ResultNotStorableError as error:
         what, advice = error.args
         raise ResultNotStorableError(

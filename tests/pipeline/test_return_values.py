@@ -1,7 +1,9 @@
 """How a return value is stored (pipeline.return_values and outcome)."""
 
+import enum
 import json
-from collections import OrderedDict
+import re
+from collections import OrderedDict, defaultdict, namedtuple
 from decimal import Decimal
 
 import pytest
@@ -9,7 +11,7 @@ from django.contrib.auth.models import User
 
 from steady_queue.compat import normalize_json
 from steady_queue.exceptions import ArgumentDecodeError, ResultNotStorableError
-from steady_queue.pipeline.outcome import storable_return_value
+from steady_queue.pipeline.outcome import MAX_NESTING, storable_return_value
 from steady_queue.pipeline.return_values import json_return_value, returned_value
 
 PLAIN = [
@@ -19,9 +21,6 @@ PLAIN = [
     [1, "two", None, 3.5, True],
     {"to": "ada@example.com", "count": 3},
     {"__sq__": "the task's own", "nested": [{"__sq__": "tagged"}]},
-    OrderedDict(b=1, a=2),
-    {1: "an int key", "s": b"bytes as text"},
-    range(3),
 ]
 
 
@@ -86,6 +85,104 @@ class Thing:
     pass
 
 
+Point = namedtuple("Point", "x y")
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Size(enum.IntEnum):
+    LARGE = 3
+
+
+class Tags(list):
+    pass
+
+
+def nested(levels):
+    """Lists nested ``levels`` deep, the innermost holding 1."""
+    value = [1]
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        nested(MAX_NESTING),
+        {"a": nested(MAX_NESTING - 1)},
+        [(1, (2, "three")), nested(MAX_NESTING - 6)],
+        {"when": Decimal("1.5"), "deep": nested(MAX_NESTING - 2)},
+    ],
+    ids=["lists", "dict", "tuples", "tagged"],
+)
+def test_a_value_nested_to_the_limit_round_trips(value):
+    _, read = stored_and_read(value)
+
+    assert read == value
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (nested(MAX_NESTING + 1), f"nested more than {MAX_NESTING} levels deep"),
+        (
+            {"v": [(1, nested(MAX_NESTING - 3))]},
+            f"nested more than {MAX_NESTING} levels deep",
+        ),
+        ({1: "int", "1": "str"}, "a dict with the key 1 (of type builtins.int)"),
+        ({"ok": {2.5: "x"}}, "the value at ['ok'] is a dict with the key 2.5"),
+        (Point(1, 2), "tests.pipeline.test_return_values.Point"),
+        ([Color.RED], "the value at [0] is the Enum member <Color.RED: 'red'>"),
+        ({"size": Size.LARGE}, "the Enum member <Size.LARGE: 3>"),
+        (OrderedDict(b=1, a=2), "of type collections.OrderedDict"),
+        (defaultdict(int), "of type collections.defaultdict"),
+        (Tags(["a"]), "of type tests.pipeline.test_return_values.Tags"),
+        (range(3), "of type builtins.range"),
+        (b"bytes", "bytes"),
+    ],
+    ids=[
+        "deep",
+        "deep-tuples",
+        "int-key",
+        "float-key",
+        "namedtuple",
+        "enum",
+        "intenum",
+        "ordereddict",
+        "defaultdict",
+        "list-subclass",
+        "range",
+        "bytes",
+    ],
+)
+def test_a_value_that_would_not_come_back_as_it_was_is_refused(value, says):
+    with pytest.raises(ResultNotStorableError) as refused:
+        storable_return_value(value, "shop.tasks.t")
+
+    message = str(refused.value)
+    assert says in message
+    assert "not retried" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        (Point(1, 2), "tuple(value) or value._asdict()"),
+        (Color.RED, "its .value or .name"),
+        (OrderedDict(), "dict(value)"),
+        (range(3), "list(value)"),
+        ({1: "x"}, "str(key)"),
+    ],
+    ids=["namedtuple", "enum", "dict", "sequence", "key"],
+)
+def test_a_refused_value_is_told_how_to_fix_it(value, fix):
+    with pytest.raises(ResultNotStorableError, match=re.escape(fix)):
+        storable_return_value(value, "shop.tasks.t")
+
+
 @pytest.mark.parametrize(
     ("value", "says"),
     [
@@ -93,7 +190,7 @@ class Thing:
         ([1, {"x": Thing()}], "the value at [1]['x'] is of type tests.pipeline"),
         ({"ratio": float("nan")}, "(NaN or Infinity)"),
         ("broken \ud800", "not valid Unicode"),
-        (_deep(), "nested too deeply"),
+        (_deep(), f"nested more than {MAX_NESTING} levels deep"),
         ({(1, 2): "tuple key"}, "a dict with the key (1, 2)"),
         (User(username="unsaved"), "an unsaved auth.User instance"),
     ],

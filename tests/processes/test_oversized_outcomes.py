@@ -59,3 +59,38 @@ def test_an_outcome_over_max_allowed_packet_fails_its_job_alone(backend):
         assert after.return_value == 6
     finally:
         worker.close_wake_pipe()
+
+
+def test_a_batch_of_outcomes_over_max_allowed_packet_is_written_in_parts(backend):
+    """Sent whole, MariaDB refuses it (1153) or, as the server closes the
+    link mid-send, it reads as an outage (2006) and stays pending for ever."""
+    from steady_queue.processes.worker import Worker
+
+    worker = Worker(backend, backend.config.workers[0], name="worker-big-batch")
+    worker.process = Process.objects.register(kind="worker", name=worker.name)
+    packet = max_allowed_packet()
+    # Each under the runner's 1 MiB limit; together over the server's packet.
+    value = "x" * 900_000
+    count = packet // len(value) + 4
+    results = [tasks.add.enqueue(n, n) for n in range(count)]
+    finished_by(worker, results, [value] * count)
+    sent = []
+
+    def measured(execute, sql, params, many, context):
+        if not many:
+            sent.append(len(sql) + sum(len(str(param)) for param in params or ()))
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(measured):
+            worker.record_outcomes()
+
+        assert max(sent) < packet
+        assert not worker.recorder.pending
+        assert not ClaimedExecution.objects.exists()
+        for result in results:
+            result.refresh()
+            assert result.status == TaskResultStatus.SUCCESSFUL
+            assert result.return_value == value
+    finally:
+        worker.close_wake_pipe()

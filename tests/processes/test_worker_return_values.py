@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import FailedExecution, Job, ScheduledExecution
+from steady_queue.pipeline.outcome import MAX_NESTING
 
 from .. import tasks
 from .test_worker import error_of, refreshed
@@ -50,6 +51,19 @@ def test_a_model_instance_comes_back_by_primary_key(make_worker):
     assert isinstance(returned, User)
     assert returned == user
     assert returned.username == "ada"
+
+
+def test_a_value_nested_to_the_limit_round_trips_through_the_database(make_worker):
+    value = [1]
+    # context_echo's dict around it takes one more level.
+    for _ in range(MAX_NESTING - 2):
+        value = [value]
+    result = tasks.context_echo.enqueue(value)
+    run_once(make_worker)
+
+    (result,) = refreshed(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value["value"] == value
 
 
 def test_a_plain_json_return_value_is_stored_as_it_is(make_worker):

@@ -60,7 +60,7 @@ def assert_worker_still_works():
         (poison_tasks.returns_nul, "NUL character"),
         (poison_tasks.returns_lone_surrogate, "not valid Unicode"),
         (poison_tasks.returns_too_much, f"{MAX_RESULT_BYTES:,}-byte limit"),
-        (poison_tasks.returns_deep_nesting, "nested too deeply"),
+        (poison_tasks.returns_deep_nesting, "levels deep as stored"),
     ],
     ids=["nan", "nul", "surrogate", "too-big", "too-deep"],
 )
