@@ -22,8 +22,16 @@ def emit_event(name, payload=None, *, backend=DEFAULT_TASK_BACKEND_ALIAS):
     """
     check_name(name, "emit_event()")
     try:
-        payload = json.loads(json.dumps(payload))
-        refuse_unstorable(payload)
+        stored = json.loads(json.dumps(payload))
+        if stored != payload:
+            # Waiters would receive something else: {1: "a"} as {"1": "a"},
+            # a tuple as a list.
+            raise ValueError(
+                "it would not come back as it was (JSON keeps only string keys, "
+                "and lists, not tuples)"
+            )
+        refuse_unstorable(stored)
+        payload = stored
     except (TypeError, ValueError) as error:
         what = error.args[0] if isinstance(error, ResultNotStorableError) else error
         raise ValueError(

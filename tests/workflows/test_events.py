@@ -249,3 +249,13 @@ def test_recording_a_received_event_keeps_the_one_an_emit_recorded_first():
     )
     assert kept.value == {"n": 1}
     assert Step.objects.filter(job_id=result.id).count() == 1
+
+
+@pytest.mark.parametrize(
+    "payload", [{1: "int"}, {"order": (1, 2)}, [float("nan")], {"at": object()}]
+)
+def test_a_payload_that_would_not_come_back_as_it_was_is_refused(payload):
+    with pytest.raises(ValueError, match="takes a JSON payload") as refused:
+        emit_event("refused:payload", payload)
+    assert "cannot be stored" in str(refused.value)
+    assert not Event.objects.filter(name="refused:payload").exists()
