@@ -1,16 +1,24 @@
 """The jobs list's search by argument values: ``?args=alice@example.com``."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+
+from ..models.job.searching import SearchTextError
 
 # Longer text is cut: no argument search needs more, and the pattern stays small.
 MAX_LENGTH = 200
+# The search reads the arguments of this many of the newest jobs the other
+# filters leave, once a request: nothing indexes their text, and a jobs
+# table of 100,000 rows of 4 KiB arguments took 6.6 s to read, twice.
+SEARCHED_JOBS = 10_000
 
 
 class ArgumentsFilter(admin.SimpleListFilter):
     """Jobs whose arguments contain the text typed in the search's second box.
 
     It offers nothing to pick from; once a text is searched it appears, to
-    show which and to clear it. It combines with every other filter.
+    show which and to clear it. It combines with every other filter: it
+    searches the newest SEARCHED_JOBS jobs they leave, and says so when
+    there were more.
     """
 
     title = "arguments"
@@ -24,7 +32,22 @@ class ArgumentsFilter(admin.SimpleListFilter):
         text = self._text()
         if not text:
             return queryset
-        return queryset.with_arguments_containing(text)
+        newest, cut = queryset.newest(SEARCHED_JOBS)
+        try:
+            found = newest.with_arguments_containing(text)
+        except SearchTextError as error:
+            messages.error(request, f"Nothing was searched. {error}")
+            return queryset.none()
+        if cut:
+            messages.info(
+                request,
+                f"Searched the arguments of the newest {SEARCHED_JOBS:,} jobs "
+                "of this list: filter it by state, queue, task or finish time "
+                "to search others.",
+            )
+        # Read once, here: the list's count and its page are taken from these
+        # ids, not from a scan each.
+        return queryset.filter(pk__in=list(found.values_list("pk", flat=True)))
 
     def _text(self):
         return (self.value() or "").strip()[:MAX_LENGTH]

@@ -283,7 +283,12 @@ def _insert_statement(meta, connection):
     among the values (an execution's job id) needs neither.
     """
     quote = connection.ops.quote_name
-    fields = [field for field in meta.concrete_fields if field is not meta.auto_field]
+    # A generated column is the database's to write.
+    fields = [
+        field
+        for field in meta.concrete_fields
+        if field is not meta.auto_field and not field.generated
+    ]
     columns = ", ".join(quote(field.column) for field in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"

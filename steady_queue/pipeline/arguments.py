@@ -45,6 +45,10 @@ SUPPORTED = (
 )
 
 
+# How json_bytes measures: the JSON text rows are written as, non-ASCII
+# characters escaped (6 bytes each, 12 past U+FFFF), on every database.
+STORED_AS = "as stored (JSON, non-ASCII characters as \\u escapes)"
+
 # The default limit on a call's arguments as JSON (OPTIONS["max_argument_bytes"]):
 # each row is read by every claim and every look at the job, and MariaDB
 # refuses a statement over its max_allowed_packet (16 MiB by default).
@@ -75,7 +79,9 @@ def serialize_arguments(task_path, args, kwargs, max_bytes=MAX_ARGUMENT_BYTES):
     # Measured exactly (an encoding of its own) only when the walk's bound
     # does not already show the arguments fit: +2.4 µs an enqueue otherwise.
     if encoder.tagged or encoder.bound > max_bytes:
-        too_large = over_the_limit(json_bytes(stored), max_bytes, "arguments")
+        too_large = over_the_limit(
+            json_bytes(stored), max_bytes, "arguments", measured=STORED_AS
+        )
     else:
         too_large = None
     if too_large:
@@ -266,7 +272,7 @@ class Encoder:
         # The braces and the two names; ", " between arguments; each name's
         # quotes, ": " and ", ".
         self.bound += STORED_OVERHEAD + 2 * len(args)
-        self.bound += sum(6 * len(name) + 6 for name in kwargs)
+        self.bound += sum(12 * len(name) + 6 for name in kwargs)
         return {
             "args": [
                 self.encode(value, f"positional argument {index}")
@@ -280,9 +286,9 @@ class Encoder:
 
     def encode(self, value, where, path=""):
         if isinstance(value, str):
-            # A character takes at most 4 bytes in UTF-8, or 6 escaped
-            # (\u001f); then the quotes.
-            self.bound += 6 * len(value) + 2
+            # A character takes at most 12 bytes as stored (a surrogate
+            # pair's \ud83d\ude00); then the quotes.
+            self.bound += 12 * len(value) + 2
             return value
         if value is None or isinstance(value, bool):
             self.bound += 5
@@ -327,7 +333,7 @@ class Encoder:
                     f"{kind.__module__}.{kind.__qualname__}; JSON would turn it "
                     "into a string)",
                 )
-            self.bound += 6 * len(key) + 2
+            self.bound += 12 * len(key) + 2
             items[key] = self.encode(item, where, f"{path}[{key!r}]")
         if TAG in items:
             # Escaped, so a user's own "__sq__" key is never read as a tag.

@@ -2,8 +2,10 @@
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from steady_queue.admin import argument_search
 from steady_queue.models import Job
 from tests.factories import make_job
 
@@ -103,3 +105,55 @@ def test_the_search_form_keeps_the_text_and_the_other_filters(operator):
     assert '<input type="hidden" name="state" value="failed">' in page
     assert '<input type="hidden" name="args"' not in page
     assert "Containing &#x27;alice@example.com&#x27;" in page
+
+
+def argument_reads(queries):
+    """The captured statements that compare the arguments' text."""
+    return [q["sql"] for q in queries if "LIKE" in q["sql"].upper()]
+
+
+def messages_of(response):
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_a_searched_list_reads_the_arguments_once(operator):
+    for _ in range(3):
+        called_with("alice@example.com")
+    called_with("bob@example.com")
+
+    with CaptureQueriesContext(connection) as queries:
+        response = operator.get(URL + "?args=alice@example.com")
+
+    assert response.status_code == 200
+    assert len(response.context["cl"].result_list) == 3
+    # The count and the page come from the one search, not a scan each.
+    assert len(argument_reads(queries.captured_queries)) == 1
+
+
+def test_the_search_reads_only_the_newest_jobs_and_says_so(operator, monkeypatch):
+    monkeypatch.setattr(argument_search, "SEARCHED_JOBS", 4)
+    called_with("bob@example.com", state="failed")
+    jobs = [called_with("alice@example.com") for _ in range(6)]
+
+    response = operator.get(URL + "?args=alice@example.com")
+
+    newest = {job.pk for job in jobs[-4:]}
+    assert {job.pk for job in response.context["cl"].result_list} == newest
+    (said,) = messages_of(response)
+    assert "the newest 4 jobs" in said
+    # Within a filter, the newest of the jobs it leaves.
+    failed = operator.get(URL + "?args=bob@example.com&state=failed")
+    assert len(failed.context["cl"].result_list) == 1
+    assert messages_of(failed) == []
+
+
+@pytest.mark.parametrize("text", ["%00", "alice%00", "%00%00x"])
+def test_a_nul_in_the_search_answers_with_a_message_not_an_error(operator, text):
+    called_with("alice@example.com")
+
+    response = operator.get(URL + "?args=" + text)
+
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+    (said,) = messages_of(response)
+    assert "NUL" in said

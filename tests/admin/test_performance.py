@@ -1,8 +1,11 @@
 """The performance page: each task's runs, failures and durations in a window."""
 
+import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -177,3 +180,31 @@ def test_a_runs_seconds_are_read_to_the_millisecond_on_every_database():
 
     # SQLite's julianday() reads times to the millisecond.
     assert seconds == pytest.approx(1.5025, abs=0.0011)
+
+
+# A quoted or qualified reference to the jobs' errors column (not errors_dropped).
+ERRORS_COLUMN = re.compile(r"""[."`]errors[`"]""")
+
+
+def test_the_page_reads_no_error_texts(operator):
+    now = timezone.now()
+    known_runs(now)
+    # Failed jobs whose errors are large (KEPT_ERRORS tracebacks of 32 KiB).
+    big = {**ERROR, "traceback": "x" * 32 * 1024}
+    failed = [ended_run("shop.sync", 2, now, errors=[big] * 10) for _ in range(20)]
+    for job in failed:
+        job.save()
+    FailedExecution.objects.create_all_for(failed)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = operator.get(URL + "?window=1h")
+
+    assert response.status_code == 200
+    read_errors = [
+        q["sql"] for q in queries.captured_queries if ERRORS_COLUMN.search(q["sql"])
+    ]
+    assert read_errors == []
+    tasks = {task.task_path: task for task in response.context["performance"].tasks}
+    assert (tasks["shop.sync"].runs, tasks["shop.sync"].failed) == (20, 20)
+    assert tasks["shop.sync"].retried == 0
+    assert (tasks["shop.mail"].failed, tasks["shop.mail"].retried) == (2, 3)

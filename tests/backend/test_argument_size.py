@@ -1,8 +1,11 @@
 """Arguments past their size limit are refused at enqueue, naming the task
 and the size; nothing is written."""
 
+import json
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from steady_queue import enqueue_many
 from steady_queue.exceptions import EnqueueError
@@ -35,7 +38,8 @@ def test_arguments_over_the_limit_are_refused_with_the_task_and_the_size():
     message = str(raised.value)
     assert "'tests.tasks.add'" in message
     size = len(f'{{"args": [1, "{text}"], "kwargs": {{}}}}')
-    assert f"it is {size:,} bytes as JSON, over the 1,048,576-byte limit" in message
+    assert f"it is {size:,} bytes as stored (JSON, non-ASCII" in message
+    assert "over the 1,048,576-byte limit for arguments" in message
     assert "Store large data in your own models (or files) and pass its id" in message
     assert isinstance(raised.value, EnqueueError)
     assert nothing_written()
@@ -102,3 +106,46 @@ def test_a_call_exactly_at_the_limit_passes_and_one_byte_more_is_refused(setting
     tasks.add.enqueue("x" * 10)
     with pytest.raises(ArgumentsTooLargeError, match="it is 39 bytes"):
         tasks.add.enqueue("x" * 11)
+
+
+def test_a_megabyte_of_three_byte_characters_is_refused_in_stored_bytes():
+    # 1 MiB in UTF-8, but each character is stored as a six-byte \u escape
+    # (what MariaDB and SQLite keep, and what every database is sent).
+    text = "中" * (MAX_ARGUMENT_BYTES // 3 - 20)
+    with pytest.raises(ArgumentsTooLargeError) as raised:
+        tasks.add.enqueue(1, text)
+    size = len(json.dumps({"args": [1, text], "kwargs": {}}))
+    assert f"it is {size:,} bytes as stored" in str(raised.value)
+    assert "over the 1,048,576-byte limit" in str(raised.value)
+    assert nothing_written()
+
+
+def stored_bytes(job_id):
+    """The bytes the database keeps of a job's arguments, as its JSON text."""
+    length = {
+        "postgresql": "octet_length(arguments::text)",
+        "mysql": "LENGTH(arguments)",
+        "sqlite": "length(CAST(arguments AS BLOB))",
+    }[connection.vendor]
+    with connection.cursor() as cursor:
+        sql = f"SELECT {length} FROM steady_queue_jobs WHERE id = %s"
+        cursor.execute(sql, [job_id])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("character", ["é", "中", "😀", "\x01"])
+def test_a_call_that_fits_stores_at_most_the_limit_on_every_database(
+    settings, character
+):
+    limit = 1000
+    with_options(settings, max_argument_bytes=limit)
+    fits = ""
+    while len(json.dumps({"args": [fits + character], "kwargs": {}})) <= limit:
+        fits += character
+
+    result = tasks.describe_arguments.enqueue(fits)
+    with pytest.raises(ArgumentsTooLargeError, match="over the 1,000-byte limit"):
+        tasks.describe_arguments.enqueue(fits + character)
+
+    assert stored_bytes(int(result.id)) <= limit
+    assert Job.objects.count() == 1

@@ -34,6 +34,9 @@ def test_a_job_is_written_as_save_would_and_marked_saved():
     assert job.pk is not None and not job._state.adding and job._state.db == "default"
     stored = Job.objects.get(pk=job.pk)
     for field in Job._meta.concrete_fields:
+        if field.generated:
+            # The database's to write; save() does not read it back either.
+            continue
         assert getattr(stored, field.attname) == getattr(job, field.attname), field
 
 

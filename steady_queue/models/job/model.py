@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from django.db import models
+from django.db.models import ExpressionWrapper, Q
 from django.db.models.base import ModelState
 from django.utils import timezone
 
@@ -36,6 +37,15 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     return_value = RowJSONField(null=True, blank=True)
     errors = RowJSONField(default=list, blank=True)
+    # Whether the row keeps any error, computed by the database as the row is
+    # written: a report that counts jobs with errors (the performance page's
+    # retried runs) reads this, never the error texts (up to KEPT_ERRORS
+    # tracebacks a row).
+    has_errors = models.GeneratedField(
+        expression=ExpressionWrapper(~Q(errors=[]), output_field=models.BooleanField()),
+        output_field=models.BooleanField(),
+        db_persist=True,
+    )
     worker_ids = RowJSONField(default=list, blank=True)
     # How many worker names and errors were dropped from the lists above
     # (count_run_by, add_error): attempts go on counting every run.
