@@ -211,7 +211,7 @@ def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
     worker.pool.run_first()
 
     # Its supervisor's view, should the worker die now: the job whose run
-    # began (task_started sent) may have run; the other, handed to a thread
+    # began (its task function called) may have run; the other, handed to a thread
     # that has not begun it, goes back to ready.
     assert worker.shared_claims.leftovers().never_started == {int(second.id)}
     assert refreshed(first)[0].status == TaskResultStatus.RUNNING
