@@ -13,6 +13,8 @@ from steady_queue import Snooze, limits_concurrency, limits_rate, retry, unique
 from steady_queue.compat import task
 from steady_queue.decorators.timeouts import timeout
 
+from . import run_records
+
 
 @task
 def noop():
@@ -117,6 +119,20 @@ def records_start_and_end_retried(path, label, seconds):
     """records_start_and_end under a retry policy: an attempt failed by a
     killed worker runs again."""
     return _record_start_and_end(path, label, seconds)
+
+
+@task
+def records_entry_and_end(path, label, seconds):
+    """tests/run_records.py's record_run: its entry and end, by process and
+    thread, tell a job never run from one killed midway or one finished."""
+    return run_records.record_run(path, label, seconds)
+
+
+@retry(attempts=3, wait=0)
+@task
+def records_entry_and_end_retried(path, label, seconds):
+    """records_entry_and_end under a retry policy (bench/claims_chaos.py)."""
+    return run_records.record_run(path, label, seconds)
 
 
 # Concurrency controls. Each run appends "key start end pid" to a file, so tests

@@ -56,7 +56,8 @@ class JobRunner:
         # A steady_queue.tracing.Tracing when OPTIONS["opentelemetry"] is on;
         # None costs a run one test.
         self.tracing = tracing
-        # Called with the job id as its run starts (before task_started).
+        # Called with the job id as its run starts, the task function called
+        # next (after task_started).
         self.on_start = on_start
         # Off when jobs run on the caller's connection (steady_queue.testing):
         # closing it would end a test's transaction.
@@ -201,8 +202,6 @@ class JobRunner:
         # Decoded once per run, before this: a model argument whose row is gone
         # has raised already, and the task is not called.
         args, kwargs = arguments
-        if self.on_start is not None:
-            self.on_start(claim.job.pk)
         result = build_result(
             claim.job,
             task,
@@ -214,6 +213,11 @@ class JobRunner:
         args = list(args)
         if task.takes_context:
             args.insert(0, TaskContext(task_result=result))
+        # Last, the task function called next: a kill before this (during a
+        # task_started receiver, say) finds the run not begun and its claim
+        # goes back to ready (task_started may then be sent again).
+        if self.on_start is not None:
+            self.on_start(claim.job.pk)
         return _Call(args, kwargs)
 
     def _returned(self, claim, task, value):

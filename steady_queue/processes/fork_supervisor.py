@@ -13,9 +13,8 @@ from ..models import Process
 from ..tracing import flush_spans
 from .base import HANDLED_SIGNALS
 from .db import close_quietly
-from .prefetch import MAX_AHEAD
 from .sentinel import WatchedDeadlines, deadline_pipe
-from .shared_claims import SharedClaims
+from .shared_claims import SharedClaims, slots_for
 from .supervisor import Child, Supervisor
 from .worker import REPLACE_EXIT_CODE
 
@@ -52,7 +51,7 @@ class ForkSupervisor(Supervisor):
         # A worker tells us its jobs' deadlines, to be watched from out here.
         pipe = deadline_pipe() if spec.kind == "worker" else None
         if spec.kind == "worker":
-            child.shared_claims = SharedClaims(spec.config.threads + MAX_AHEAD)
+            child.shared_claims = SharedClaims(slots_for(spec.config.threads))
         # Until the child installs its own handlers, a signal would run ours in it
         # (stopping the supervisor's copy, waking the parent's pipe) and be lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)

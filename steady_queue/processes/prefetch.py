@@ -46,13 +46,6 @@ class Prefetch:
             else:
                 self.average += SMOOTHING * (seconds - self.average)
 
-    def runs_within(self, seconds):
-        """About how many runs the threads start (and end) in ``seconds``
-        while claiming ahead, by the average run time; 0 when not."""
-        if not self.size():
-            return 0
-        return min(MAX_AHEAD, int(self.threads * seconds / max(self.average, 1e-6)))
-
     def size(self):
         """How many claims to take beyond the idle threads now."""
         if not self.backlog or self.average is None:

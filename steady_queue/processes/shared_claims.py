@@ -1,12 +1,17 @@
 """SharedClaims: what a forked worker's claims have come to, in memory it
 shares with its supervisor.
 
-Should the worker die, its supervisor reads there which claims never started
-(they go back to ready instead of failing with the others) and which runs
-succeeded without their outcome written yet (recorded as the successes they
-were, instead of failing and, under a retry policy, running again). From
-outside, nothing else tells a run that never began, or one that ended well,
-from one killed halfway.
+Should the worker die, its supervisor reads there which runs succeeded
+without their outcome written yet (recorded as the successes they were,
+instead of failing and, under a retry policy, running again), and which
+claims a thread had been handed whose run had not begun (they go back to
+ready). Which claims never started the database says by itself
+(ClaimedExecution.mark_started, written as a run is handed to a thread),
+for every cleaner, with this memory or without it: the memory only
+narrows a started claim back to never started, never the other way.
+
+The worker claims no more jobs than it has free slots (``room``), so each
+claim it holds has its slot from its claim to its end.
 """
 
 import json
@@ -14,6 +19,8 @@ import mmap
 import struct
 import threading
 from dataclasses import dataclass
+
+from .prefetch import MAX_AHEAD
 
 # A slot's header: job id, its bitwise complement, state, claimed at and
 # finished at (POSIX seconds), the return value's length, whether the run
@@ -51,15 +58,24 @@ class Leftovers:
     succeeded: tuple = ()
 
 
+def slots_for(threads):
+    """The slots a worker of ``threads`` threads gets: its claims waiting
+    (at most its idle threads and MAX_AHEAD), its runs, and as many runs
+    ended whose outcomes wait for the flush. A worker whose slots are all
+    taken claims nothing until some are freed."""
+    return 2 * threads + MAX_AHEAD
+
+
 class SharedClaims:
     """A worker's claims, one slot each, in a shared anonymous mapping.
 
     The worker takes a slot as a claim commits (``hold``), marks it as the
-    run starts (``started``, before task_started) and as it succeeds
-    (``succeeded``, before the outcome waits for the flush), and frees it
-    once the job is no longer its own (``release``: written, handed back,
-    lost). Made by the supervisor before the fork; ``slots`` 0 makes one that
-    keeps nothing (thread mode, unit tests).
+    run starts (``started``, as the task function is called) and as it
+    succeeds (``succeeded``, before the outcome waits for the flush), and
+    frees it once the job is no longer its own (``release``: written,
+    handed back, lost). It claims no more than ``room()``: every claim has
+    a slot. Made by the supervisor before the fork; ``slots`` 0 makes one
+    that keeps nothing and sets no bound (thread mode, unit tests).
     """
 
     def __init__(self, slots):
@@ -72,13 +88,25 @@ class SharedClaims:
         # and given to another job meanwhile (a lost job's thread ending late).
         self.lock = threading.Lock()
 
+    def room(self):
+        """How many more claims may be held (main loop): the free slots;
+        None for no bound (nothing kept)."""
+        if self.memory is None:
+            return None
+        # Only the main loop takes and frees slots, and it is here: exact.
+        return len(self.free)
+
     def hold(self, job_id):
-        """Keep ``job_id`` as claimed and not started (main loop)."""
+        """Keep ``job_id`` as claimed and not started (main loop), in one
+        of the slots ``room()`` counted free before the claim."""
         if self.memory is None:
             return
         with self.lock:
             if job_id in self.slot_of or not self.free:
-                return  # no room: this claim fails with the worker, as any would
+                # Never reached: the worker claims within room(). Without a
+                # slot a claim is as the database says (never started until
+                # marked); only a success waiting for its flush would be lost.
+                return
             slot = self.free.pop()
             self.slot_of[job_id] = slot
             offset = slot * SLOT_SIZE
@@ -88,7 +116,8 @@ class SharedClaims:
             WORD.pack_into(self.memory, offset, job_id)
 
     def started(self, job_id):
-        """The run of ``job_id`` begins now: it may do its work from here on."""
+        """The run of ``job_id`` begins now, its task function called next:
+        it may do its work from here on."""
         self._set_state(job_id, STARTED)
 
     def succeeded(self, outcome):

@@ -25,7 +25,7 @@ from ..tracing import tracing
 from .handback import Handbacks
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
-from .outcome_recorder import FLUSH_WINDOW, OutcomeRecorder
+from .outcome_recorder import OutcomeRecorder
 from .poller import Poller
 from .pool import Pool
 from .prefetch import Prefetch
@@ -41,10 +41,6 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
-# While claiming ahead, claims are marked started this long ahead of their
-# start, by the average run time: about until the next claim, which marks
-# the next ones in its own transaction, after the next flush window.
-MARK_AHEAD_SECONDS = 2 * FLUSH_WINDOW
 # A forked worker exits with this to be replaced at once: it was recycled or
 # stopped an overrunning job, and holds no claims. Not a crash: no backoff.
 REPLACE_EXIT_CODE = 75
@@ -68,8 +64,9 @@ class Worker(JobStopping, Poller):
             name=self.name,
             on_free=self.wake_up,
         )
-        # A run starts when task_started is sent: from then on the job may
-        # have done something, and its claim is no longer never started.
+        # A run starts as its task function is called (after task_started):
+        # from then on the job may have done something, and its claim is no
+        # longer never started.
         self.runner = JobRunner(
             type(backend),
             worker_id=self.name,
@@ -91,9 +88,9 @@ class Worker(JobStopping, Poller):
         self.marked = set()
         self.prefetch = Prefetch(config.threads if config.claim_ahead else 0)
         # Fork mode: shared with the supervisor (see fork_supervisor), which
-        # knows from it exactly which claims never started and which runs
-        # succeeded unwritten, should this process die (the database knows
-        # only of starts, a few claims later: mark_started).
+        # knows from it which runs succeeded unwritten, should this process
+        # die, and which claims handed to threads had not begun (the
+        # database, marked as they are handed: mark_started, knows the rest).
         self.shared_claims = UNSHARED
         # Jobs claimed and not yet recorded. Main loop only, like every claim.
         self.in_flight = set()
@@ -196,19 +193,27 @@ class Worker(JobStopping, Poller):
             return self.drain_to_recycle()
         self.start_waiting(marked_only=True)
         room = self.pool.idle_threads + self.prefetch.size() - len(self.waiting)
+        # No more than the shared memory has slots for: a claim without one
+        # would leave its supervisor blind to a success waiting for its flush.
+        slots = self.shared_claims.room()
+        if slots is not None:
+            room = min(room, slots)
         wanted = self.recycler.claim_limit(room)
         if self.stopping or wanted <= 0:
             self.start_waiting()
             self.pass_on_ring()
             return self.sleep_at_most(FULL_POOL_WAIT)
+        to_mark = self.to_mark()
+        # Claimed as not started: until marked, a cleanup after this process
+        # puts them back to ready. The claims already waiting that the idle
+        # threads start next are marked in the same transaction; claims that
+        # all go straight to idle threads are taken marked.
+        at_once = len(self.waiting) + wanted <= self.pool.idle_threads
         try:
-            # Claimed as not started: until marked, a cleanup after this
-            # process puts them back to ready. The claims already waiting
-            # that start next are marked in the same transaction.
             claims, held = ReadyExecution.objects.using(
                 self.database
             ).claim_marking_started(
-                self.selector, wanted, self.process.pk, self.to_mark()
+                self.selector, wanted, self.process.pk, to_mark, started=at_once
             )
         except Exception:
             # Some claims may have committed (an earlier queue's transaction, or
@@ -216,6 +221,8 @@ class Worker(JobStopping, Poller):
             self.claims_uncertain = True
             raise
         self.marked |= held
+        if at_once:
+            self.marked |= {claim.job.pk for claim in claims}
         self.recycler.count_claimed(len(claims))
         self.prefetch.claimed(wanted, len(claims))
         if claims:
@@ -227,8 +234,9 @@ class Worker(JobStopping, Poller):
             self.next_claim_check = time.monotonic() + CLAIM_CHECK_INTERVAL
         for claim in claims:
             self.in_flight.add(claim.job.pk)
-            # Kept as never started before any starts (each is marked as it
-            # starts): whatever runs, those still waiting are known here.
+            # Kept as never started before any starts (each is marked as its
+            # task function is called): the supervisor knows which of those
+            # handed to threads had not begun.
             self.shared_claims.hold(claim.job.pk)
         self.waiting.extend(claims)
         self.start_waiting()
@@ -240,15 +248,14 @@ class Worker(JobStopping, Poller):
         ``marked_only``, only those already marked started (the claim that
         follows marks the next ones, in its own transaction).
 
-        A claim is marked started before its job starts, together with,
-        while claiming ahead, those that will start within MARK_AHEAD_SECONDS
-        (to_mark): in the next claim's transaction, or in a statement of its
-        own for threads freed before it. They then start without a round
-        trip each as threads free up. Should this
-        process die, a cleaner fails the marked claims (they may have run)
-        and puts the others back to ready; its own supervisor also knows
-        exactly which marked ones never started (shared_claims) and puts
-        those back too.
+        A claim is marked started in the database as it is handed to a
+        thread, never ahead (to_mark): in the next claim's transaction, or in
+        one statement for the threads freed before it. Should this process
+        die, whoever cleans up (its supervisor, or another's prune when the
+        whole tree died with its memory) puts back to ready every claim not
+        marked, and fails only the marked ones, whose runs may have begun;
+        its own supervisor also knows which marked ones a thread had not
+        begun (shared_claims) and puts those back too.
         """
         # A loop, not one round: a pool that runs its jobs inline (Burst's,
         # for run_pending) has an idle thread again after each of them.
@@ -279,20 +286,20 @@ class Worker(JobStopping, Poller):
                 self.perform(replace(claim, claimed_at=timezone.now()))
 
     def mark_started(self, count):
-        """Mark the next ``count`` waiting claims started, and while claiming
-        ahead a few more; keep in ``marked`` those this process still holds."""
+        """Mark the next ``count`` waiting claims started; keep in ``marked``
+        those this process still holds."""
         self.marked |= ClaimedExecution.objects.using(self.database).mark_started(
             self.process.pk, self.to_mark(count)
         )
 
     def to_mark(self, count=None):
         """The waiting claims to mark started now, not yet marked: those the
-        idle threads (or ``count`` of them) take, and while claiming ahead
-        those that start within MARK_AHEAD_SECONDS."""
+        idle threads (or ``count`` of them) take next, and no others: a
+        claim marked ahead of its start would fail, never run, should the
+        whole tree die with the memory that knew better."""
         if count is None:
             count = self.pool.idle_threads
-        extra = self.prefetch.runs_within(MARK_AHEAD_SECONDS)
-        upto = min(len(self.waiting), count + extra)
+        upto = min(len(self.waiting), count)
         return [
             self.waiting[index].job.pk
             for index in range(upto)

@@ -9,10 +9,11 @@ import signal
 import pytest
 from django.db import transaction
 
+from steady_queue import enqueue_many
 from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, Job, Process
 
-from .. import tasks
+from .. import run_records, tasks
 from ..helpers import wait_for
 from .support import (
     account_for,
@@ -150,3 +151,103 @@ def test_a_tree_killed_whole_and_pruned_by_another_supervisor_sends_claims_back(
     successors = {row.name for row in rows("worker")}
     assert_ran_once_each_on(behind, path, successors)
     wait_for_log(successor, f"1 job(s) held by {worker.name} failed (pruned)")
+
+
+# Mid-drain kills: short runs that record their own entry and end
+# (tests/run_records.py), a backlog the worker claims ahead of its threads.
+DRAIN_JOBS = 400
+DRAIN_JOB_SECONDS = 0.002
+GATES = 2
+
+
+def enqueue_drain(path, count, prefix, seconds=DRAIN_JOB_SECONDS):
+    calls = [((str(path), f"{prefix}-{i}", seconds), {}) for i in range(count)]
+    return {
+        int(result.id): (result.args[1], False)
+        for result in enqueue_many(tasks.records_entry_and_end, calls)
+    }
+
+
+def assert_no_run_lost_or_doubled(jobs, path):
+    """What the kill did, by the runs' own marks: only runs it interrupted
+    failed (at most one per thread); none failed unrun, none failed after
+    it returned, none ran twice, none was lost."""
+    tally = run_records.tally(jobs, path)
+    counts = tally.counts()
+    assert counts["never-run FAILED"] == 0, (counts, dict(tally.examples))
+    assert counts["finished-then-FAILED"] == 0, (counts, dict(tally.examples))
+    assert counts["ran twice"] == 0, (counts, dict(tally.examples))
+    assert counts["lost"] == 0, (counts, dict(tally.examples))
+    return counts
+
+
+def test_a_worker_killed_mid_drain_with_claims_ahead_fails_only_the_runs_it_cut(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    jobs = enqueue_drain(path, DRAIN_JOBS, "drain")
+    supervisor = start_supervisor(env={"SQ_TEST_THREADS": "2"})
+    [worker] = wait_for_boot(supervisor)
+    # Deep in the drain: claims ahead of both threads, outcomes waiting for
+    # their flush, the shared memory as full as it gets.
+    wait_for(
+        lambda: claimed_by(worker) > 8 and Job.objects.finished().count() > 50,
+        message="the worker claiming ahead mid-drain",
+    )
+
+    os.kill(worker.pid, signal.SIGKILL)
+
+    wait_for_workers(1, exclude_pids={worker.pid})
+    wait_until_settled(len(jobs))
+    counts = assert_no_run_lost_or_doubled(jobs, path)
+    assert counts["failed mid-run"] <= 2
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_a_tree_killed_whole_mid_drain_and_pruned_fails_only_the_runs_it_cut(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    first = start_supervisor(env={"SQ_TEST_THREADS": "2"})
+    wait_for_boot(first)
+    # A drain, then one long run per thread, then more of the drain: the
+    # tree dies while both threads are inside a run and the claims taken
+    # ahead behind them wait; none of those may fail.
+    with transaction.atomic():
+        jobs = enqueue_drain(path, DRAIN_JOBS // 2, "before")
+        gates = [
+            tasks.records_entry_and_end.enqueue(str(path), f"gate-{i}", 60)
+            for i in range(GATES)
+        ]
+        jobs.update({int(gate.id): (gate.args[1], False) for gate in gates})
+        jobs.update(enqueue_drain(path, DRAIN_JOBS // 2, "after"))
+    wait_for(
+        lambda: (
+            run_records.runs_of(path)[0]["gate-0"]
+            and run_records.runs_of(path)[0]["gate-1"]
+        ),
+        message="both threads running a long job",
+    )
+    assert ClaimedExecution.objects.not_started().exists()
+    dead_names = {row.name for row in rows()}
+
+    # The plug is pulled: the whole tree dies at once, memory and all.
+    first.kill_group()
+    wait_for(lambda: live_group_members(first.pid) == [], message="the tree died")
+
+    successor = start_supervisor(
+        env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
+    )
+    wait_for(
+        lambda: not Process.objects.filter(name__in=dead_names).exists(),
+        timeout=20,
+        message="the dead tree's rows were pruned",
+    )
+    wait_until_settled(len(jobs))
+    counts = assert_no_run_lost_or_doubled(jobs, path)
+    assert counts["failed mid-run"] == GATES
+    assert {status_of(gate) for gate in gates} == {TaskResultStatus.FAILED}
+    assert {last_error_class(gate) for gate in gates} == {PRUNED_ERROR}
+    successor.signal(signal.SIGTERM)
+    assert wait_for_exit(successor) == 0

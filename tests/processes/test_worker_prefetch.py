@@ -15,7 +15,6 @@ from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.processes import outcome_recorder
 from steady_queue.processes.prefetch import AHEAD_SECONDS, MAX_AHEAD, Prefetch
 from steady_queue.processes.shared_claims import SharedClaims
-from steady_queue.processes.worker import MARK_AHEAD_SECONDS
 
 from .. import tasks
 from .test_worker import Ran, claimed_ids, job_ids, refreshed, short_runs_seen
@@ -130,18 +129,19 @@ def test_only_the_claims_handed_to_threads_are_marked_started(make_worker):
     short_runs_seen(worker)
     worker.poll()
 
-    # Marked with them: the claims that start before the next claim would
-    # mark them (MARK_AHEAD_SECONDS: 20 runs of 1 ms on 2 threads). Should
-    # the worker die now, a cleaner fails the two that started and those
-    # marked, and puts the rest back to ready (its own supervisor puts the
-    # marked ones back too, by shared memory).
+    # None of the claims waiting is marked, however soon it starts: should
+    # the whole tree die now, memory and all, a pruner fails only the two
+    # handed to threads (they may have begun) and puts the rest back.
     waiting = [claim.job.pk for claim in worker.waiting]
     assert len(waiting) == MAX_AHEAD and len(worker.pool.held) == 2
-    marked = worker.prefetch.runs_within(MARK_AHEAD_SECONDS)
-    assert 0 < marked < MAX_AHEAD
-    assert worker.marked == set(waiting[:marked])
+    assert not worker.marked
     not_started = ClaimedExecution.objects.not_started()
-    assert set(not_started.values_list("job_id", flat=True)) == set(waiting[marked:])
+    assert set(not_started.values_list("job_id", flat=True)) == set(waiting)
+
+    # A thread freed: the claim it takes is marked as it is handed over.
+    worker.pool.run_first()
+    worker.start_waiting()
+    assert set(not_started.values_list("job_id", flat=True)) == set(waiting[1:])
 
 
 def test_a_waiting_claim_resolved_by_a_cleaner_is_not_run(make_worker):
@@ -211,7 +211,58 @@ def test_a_claim_handed_to_a_thread_is_never_started_until_its_run_begins(
     worker.pool.run_first()
 
     # Its supervisor's view, should the worker die now: the job whose run
-    # began (task_started sent) may have run; the other, handed to a thread
+    # began (its task function called) may have run; the other, handed to a thread
     # that has not begun it, goes back to ready.
     assert worker.shared_claims.leftovers().never_started == {int(second.id)}
     assert refreshed(first)[0].status == TaskResultStatus.RUNNING
+
+
+def handed_to_threads(worker):
+    """The jobs the worker has handed to its threads (claimed, not waiting)."""
+    return worker.in_flight - {claim.job.pk for claim in worker.waiting}
+
+
+def fail_as_a_cleaner_would(worker, never_started=()):
+    """Deregister the worker's row as its supervisor (with what its shared
+    memory says) or another host's pruner (nothing) does; the failed ids."""
+    return set(
+        worker.process.deregister(
+            claims_error=error_payload(ProcessExitError, "killed"),
+            never_started=never_started,
+        )
+    )
+
+
+def test_a_worker_claims_no_more_than_its_shared_memory_keeps(make_worker):
+    # More than a claim takes: the worker claims ahead, as deep as it may.
+    enqueue_many(tasks.add, [((n, n), {}) for n in range(MAX_AHEAD + 10)])
+    worker = make_worker(threads=2)
+    # A table smaller than the claims ahead: each claim must find a slot.
+    worker.shared_claims = SharedClaims(6)
+    short_runs_seen(worker)
+    worker.poll()
+
+    # Killed now: its supervisor reads which claims never started. The two
+    # handed to threads had not begun their runs either: nothing fails.
+    leftovers = worker.shared_claims.leftovers()
+    assert fail_as_a_cleaner_would(worker, leftovers.never_started) == set()
+    assert not ClaimedExecution.objects.exists()
+
+
+def test_without_the_shared_memory_a_cleaner_fails_only_the_claims_handed_to_threads(
+    make_worker,
+):
+    enqueue_many(tasks.add, [((n, n), {}) for n in range(MAX_AHEAD + 10)])
+    worker = make_worker(threads=2)
+    short_runs_seen(worker)
+    worker.poll()
+    handed = handed_to_threads(worker)
+    assert len(handed) == 2 and worker.waiting
+
+    # The whole tree died, memory and all: another host's supervisor prunes
+    # it by the rows alone. Only the claims whose runs were handed to a
+    # thread may have begun; every claim still waiting goes back to ready.
+    assert fail_as_a_cleaner_would(worker) == handed
+    ready = set(ReadyExecution.objects.values_list("job_id", flat=True))
+    assert {claim.job.pk for claim in worker.waiting} <= ready
+    assert not ClaimedExecution.objects.exists()
