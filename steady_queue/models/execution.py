@@ -76,9 +76,11 @@ class ExecutionQuerySet(QueueQuerySet):
         jobs themselves waited for."""
         dependencies = models_package.JobDependency.objects.using(self.db)
         if self.model.discarding_ends_the_job:
-            # Locked: an enqueue making one of them a dependency either
-            # committed (its flag is read here) or waits, then finds it gone.
-            ending = list(jobs.filter(has_dependents=True).select_for_update())
+            # Locked by key, then the flag read (locked_with_dependents): an
+            # enqueue making one of them a dependency either committed (its
+            # flag is read here, after waiting for it) or waits, then finds
+            # it gone.
+            ending = list(jobs.filter(pk__in=jobs.locked_with_dependents()))
             dependencies.settle([(job, DISCARDED) for job in ending])
         dependencies.filter(job_id__in=jobs.values("pk")).delete_rows()
 

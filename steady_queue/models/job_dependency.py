@@ -17,8 +17,11 @@ their edge says ``run_anyway``; they end their own dependents in turn.
 Locks: an enqueue locks its dependencies' job rows (in id order) before it
 reads whether they ended, and a finish writes the job row before it reads
 ``has_dependents`` back: the dependent is seen by the finish, or the finish
-by the enqueue, never neither. Dependents' blocked rows are locked in job
-id order before their counts go down.
+by the enqueue, never neither. Whoever ends a job other than by its finish
+(a discard, a failed dependency) locks its row by key, then reads the flag
+(JobQuerySet.locked_with_dependents), never through a WHERE that tests it.
+Dependents' blocked rows are locked in job id order before their counts go
+down.
 """
 
 from django.db import models
