@@ -54,12 +54,21 @@ class ExecutionQuerySet(QueueQuerySet):
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""
         with atomic(using=self.db):
+            # A write first: on SQLite a transaction that has read cannot
+            # wait for the write lock another writer holds ("database is
+            # locked" at once); one that starts with a write waits for it.
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
-            self.count_discarded_in_batches(jobs)
-            self.end_dependents_of_discarded(jobs)
-            jobs.delete_rows()
+            self.discard_jobs(ids)
         return ids
+
+    def discard_jobs(self, ids):
+        """Delete the jobs whose rows of this table the caller's transaction
+        just deleted: count them as discarded in their batches, end their
+        dependents, then delete them."""
+        jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
+        self.count_discarded_in_batches(jobs)
+        self.end_dependents_of_discarded(jobs)
+        jobs.delete_rows()
 
     def count_discarded_in_batches(self, jobs):
         """Count these jobs (a Job queryset) as discarded in their batches.
