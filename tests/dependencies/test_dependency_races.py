@@ -3,6 +3,7 @@ dependency's row locked, the flag set, nothing committed) while that
 dependency is ended in another connection."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -13,6 +14,7 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.exceptions import error_payload
 from steady_queue.models import BlockedExecution, ClaimedExecution, Job, ReadyExecution
 from steady_queue.pipeline.outcome import Outcome
+from steady_queue.testing import run_pending
 
 from .. import tasks
 from ..helpers import scaled, wait_for
@@ -108,3 +110,55 @@ def test_a_dependent_enqueued_while_its_dependency_is_discarded_is_ended():
 
     assert not Job.objects.filter(pk=middle.id).exists()
     assert_ended_because_of(after, middle, "was discarded")
+
+
+def test_clear_finished_keeps_a_job_a_dependent_enqueued_meanwhile_waits_for():
+    """clear-finished picks a successful job with no dependents; before it
+    deletes it, a dependent's enqueue (held open) flags it: it stays."""
+    done = tasks.returns.enqueue("done")
+    run_pending()
+    clearing = {}
+    writing, finished = threading.Event(), threading.Event()
+
+    def note_writes(execute, sql, params, many, context):
+        # The pick (a read) is done once the first write is sent.
+        if sql.lstrip().upper().startswith("DELETE"):
+            writing.set()
+        return execute(sql, params, many, context)
+
+    def clear():
+        try:
+            clearing["session"] = session_id()
+            with connection.execute_wrapper(note_writes):
+                clearing["deleted"] = Job.objects.clear_finished(
+                    timezone.now() + timedelta(days=1)
+                )
+        except Exception as error:
+            clearing["error"] = error
+        finally:
+            finished.set()
+            connection.close()
+
+    thread = threading.Thread(target=clear)
+    with transaction.atomic():
+        with depends_on(done):
+            after = tasks.collects_dependencies.enqueue()
+        thread.start()
+        # Its delete sent (SQLite), or waiting for the row (a locking pick).
+        wait_for(
+            lambda: (
+                writing.is_set()
+                or finished.is_set()
+                or waits_for_a_lock(clearing.get("session"))
+            ),
+            interval=LOCK_VIEW_REFRESH,
+            message="clear-finished deleting what it picked",
+        )
+    thread.join(timeout=scaled(30))
+    assert not thread.is_alive()
+    assert "error" not in clearing, clearing.get("error")
+
+    assert Job.objects.filter(pk=done.id).exists()
+    run_pending()
+    after.refresh()
+    assert after.return_value == ["done"]
