@@ -62,8 +62,9 @@ class Clearing:
         """
         jobs = self.model.objects.using(self.db)
         with atomic(using=self.db):
-            # A write first: SQLite waits for its lock only then.
-            unflagged = jobs.filter(pk__in=ids, has_dependents=False)
+            # A write first: SQLite waits for its lock only then. In id
+            # order, as an enqueue locks the jobs it depends on.
+            unflagged = jobs.filter(pk__in=ids, has_dependents=False).order_by("pk")
             gone = [row[0] for row in unflagged.delete_returning(["id"])]
             jobs.delete_steps_of(gone)
             flagged = jobs.filter(pk__in=ids).locked_with_dependents()
