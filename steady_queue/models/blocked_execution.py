@@ -298,15 +298,18 @@ class BlockedExecutionQuerySet(ExecutionQuerySet):
         same transaction.
         """
         with atomic(using=self.db):
+            # A write first (ExecutionQuerySet.discard_all says why): which
+            # jobs held slots is read from the rows it deleted.
+            rows = self.delete_returning(["job", "waits_for"])
+            ids = [job_id for job_id, _ in rows]
             holding = list(
                 models_package.Job.objects.using(self.db)
-                .filter(pk__in=self.filter(waits_for=RATE).values("job_id"))
+                .filter(pk__in=[job_id for job_id, kind in rows if kind == RATE])
                 .only("pk", "concurrency_key", "limit_keys")
             )
-            ids = super().discard_all()
-            gone = set(ids)
+            self.discard_jobs(ids)
             claims = models_package.ClaimedExecution.objects.using(self.db)
-            claims.release_concurrency_slots([j for j in holding if j.pk in gone])
+            claims.release_concurrency_slots(holding)
         return ids
 
 

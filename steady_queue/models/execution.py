@@ -54,12 +54,21 @@ class ExecutionQuerySet(QueueQuerySet):
     def discard_all(self):
         """Delete these jobs entirely, with their results; return their ids."""
         with atomic(using=self.db):
+            # A write first: on SQLite a transaction that has read cannot
+            # wait for the write lock another writer holds ("database is
+            # locked" at once); one that starts with a write waits for it.
             ids = [row[0] for row in self.delete_returning(["job"])]
-            jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
-            self.count_discarded_in_batches(jobs)
-            self.end_dependents_of_discarded(jobs)
-            jobs.delete_rows()
+            self.discard_jobs(ids)
         return ids
+
+    def discard_jobs(self, ids):
+        """Delete the jobs whose rows of this table the caller's transaction
+        just deleted: count them as discarded in their batches, end their
+        dependents, then delete them."""
+        jobs = models_package.Job.objects.using(self.db).filter(pk__in=ids)
+        self.count_discarded_in_batches(jobs)
+        self.end_dependents_of_discarded(jobs)
+        jobs.delete_rows()
 
     def count_discarded_in_batches(self, jobs):
         """Count these jobs (a Job queryset) as discarded in their batches.
@@ -76,9 +85,11 @@ class ExecutionQuerySet(QueueQuerySet):
         jobs themselves waited for."""
         dependencies = models_package.JobDependency.objects.using(self.db)
         if self.model.discarding_ends_the_job:
-            # Locked: an enqueue making one of them a dependency either
-            # committed (its flag is read here) or waits, then finds it gone.
-            ending = list(jobs.filter(has_dependents=True).select_for_update())
+            # Locked by key, then the flag read (locked_with_dependents): an
+            # enqueue making one of them a dependency either committed (its
+            # flag is read here, after waiting for it) or waits, then finds
+            # it gone.
+            ending = list(jobs.filter(pk__in=jobs.locked_with_dependents()))
             dependencies.settle([(job, DISCARDED) for job in ending])
         dependencies.filter(job_id__in=jobs.values("pk")).delete_rows()
 

@@ -3,8 +3,9 @@
 A dependent job sits in the blocked table (``waits_for`` "dependency") with a
 count of the dependencies it still waits for; workers never claim nor scan
 it, and no concurrency or rate release looks at it. A dependency's row says
-``has_dependents``, set under its row lock when a dependent is enqueued:
-only a job whose row says so looks for dependents when it ends, so a job
+``has_dependents``, set under its row lock when a dependent is enqueued
+(even if it had ended by then): only a job whose row says so looks for
+dependents when it ends, or is kept by clearing while they wait, so a job
 without any pays nothing on enqueue or finish.
 
 Each end is settled in the transaction that records it (the finish, the
@@ -17,8 +18,11 @@ their edge says ``run_anyway``; they end their own dependents in turn.
 Locks: an enqueue locks its dependencies' job rows (in id order) before it
 reads whether they ended, and a finish writes the job row before it reads
 ``has_dependents`` back: the dependent is seen by the finish, or the finish
-by the enqueue, never neither. Dependents' blocked rows are locked in job
-id order before their counts go down.
+by the enqueue, never neither. Whoever ends a job other than by its finish
+(a discard, a failed dependency) locks its row by key, then reads the flag
+(JobQuerySet.locked_with_dependents), never through a WHERE that tests it.
+Dependents' blocked rows are locked in job id order before their counts go
+down.
 """
 
 from django.db import models
@@ -139,13 +143,16 @@ class JobDependencyQuerySet(QueueQuerySet):
                 return State.FAILED
             if row[2] is None:
                 pending.append(job_id)
-        if not pending:
-            return jobs.route([job], now, limits={job.pk: limits})[job.pk]
-        flagged = [job_id for job_id in pending if not found[job_id][3]]
+        # Every dependency is flagged, the ended ones too: clearing keeps a
+        # job whose row says so until its dependents have ended, and they
+        # read its result.
+        flagged = [pk for pk, row in found.items() if not row[3]]
         for start in range(0, len(flagged), CHUNK):
             jobs.filter(pk__in=flagged[start : start + CHUNK]).update(
                 has_dependents=True
             )
+        if not pending:
+            return jobs.route([job], now, limits={job.pk: limits})[job.pk]
         blocked = models_package.BlockedExecution.objects.using(self.db)
         blocked.wait_for_dependencies(job, len(pending), now)
         return State.BLOCKED

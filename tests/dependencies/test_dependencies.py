@@ -348,6 +348,27 @@ def test_clear_finished_keeps_a_dependency_whose_dependent_has_not_ended():
     assert not JobDependency.objects.filter(job_id=after.id).exists()
 
 
+def test_clear_finished_keeps_a_dependency_that_succeeded_before_its_dependent():
+    done = tasks.returns.enqueue("done")
+    run_pending()
+    later = tasks.returns.using(run_after=steady_queue_later()).enqueue("later")
+    with depends_on(done, later):
+        waiting = tasks.collects_dependencies.enqueue()  # blocked on later
+    with depends_on(done):
+        ready = tasks.collects_dependencies.enqueue()  # ready at once
+    assert state(ready) == State.READY
+
+    Job.objects.clear_finished(timezone.now() + timedelta(days=1))
+
+    assert Job.objects.filter(pk=done.id).exists()
+    run_pending(run_scheduled=True)
+    for result, values in ((waiting, ["done", "later"]), (ready, ["done"])):
+        result.refresh()
+        assert result.return_value == values
+    Job.objects.clear_finished(timezone.now() + timedelta(days=1))
+    assert not Job.objects.exists()
+
+
 def test_a_dependent_in_a_batch_counts_there_when_a_dependency_ends_it():
     broken = tasks.fail.enqueue()
     with steady_queue.batch() as opened, depends_on(broken):

@@ -1,5 +1,6 @@
 """Clearing: deleting successful jobs once they are old enough."""
 
+from ...dialects.isolation import atomic
 from ...states import State
 from ..job_dependency import JobDependency
 from .states import in_state
@@ -35,7 +36,7 @@ class Clearing:
     ):
         """Delete successful jobs that finished before a time; return how many.
 
-        A batch per statement; ``progress(n)`` is called after each.
+        A batch per transaction; ``progress(n)`` is called after each.
         """
         matching = self.finished_before(finished_before, queue_name)
         deleted = 0
@@ -43,10 +44,36 @@ class Clearing:
             ids = list(matching.values_list("pk", flat=True)[:batch_size])
             if not ids:
                 return deleted
-            # Finished jobs have no execution rows left to cascade to; what
-            # they waited for goes with them.
-            count = self.model.objects.using(self.db).filter(pk__in=ids).delete_rows()
-            JobDependency.objects.using(self.db).filter(job_id__in=ids).delete_rows()
+            count = len(self.model.objects.using(self.db).delete_unneeded(ids))
             deleted += count
             if progress is not None:
                 progress(count)
+
+    def delete_unneeded(self, ids):
+        """Delete these finished jobs (as finished_before picked them), with
+        what they waited for, but those a job that has not ended depends on,
+        checked again as they are deleted; return the ids deleted.
+
+        A dependent's enqueue may flag one between the pick and here. A job
+        without the flag is deleted by a statement that tests it: it waits
+        for an enqueue holding the row, then sees its flag (the row's
+        committed version matched, so it is waited for, not skipped). A job
+        with it is locked by key before its dependents are read.
+        """
+        jobs = self.model.objects.using(self.db)
+        with atomic(using=self.db):
+            # A write first: SQLite waits for its lock only then. In id
+            # order, as an enqueue locks the jobs it depends on.
+            unflagged = jobs.filter(pk__in=ids, has_dependents=False).order_by("pk")
+            gone = [row[0] for row in unflagged.delete_returning(["id"])]
+            jobs.delete_steps_of(gone)
+            flagged = jobs.filter(pk__in=ids).locked_with_dependents()
+            needed = JobDependency.objects.using(self.db).still_needed()
+            kept = needed.filter(dependency_id__in=flagged)
+            unneeded = flagged - set(kept.values_list("dependency_id", flat=True))
+            jobs.filter(pk__in=unneeded).delete_rows()
+            gone += unneeded
+            # Finished jobs have no execution rows left; what they waited
+            # for goes with them.
+            JobDependency.objects.using(self.db).filter(job_id__in=gone).delete_rows()
+        return sorted(gone)

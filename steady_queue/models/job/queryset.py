@@ -27,10 +27,14 @@ class JobQuerySet(Enqueueing, Routing, Outcomes, Clearing, Searching, QueueQuery
         whose runs used no step), and two statements are saved.
         """
         if not without_steps:
-            for model in (Step, Wait):
-                rows = model.objects.using(self.db)
-                rows.filter(job_id__in=self.values("pk")).delete_rows()
+            self.delete_steps_of(self.values("pk"))
         return super().delete_rows()
+
+    def delete_steps_of(self, job_ids):
+        """Delete the durable steps and the waits of these jobs (ids, or a
+        query of them)."""
+        for model in (Step, Wait):
+            model.objects.using(self.db).filter(job_id__in=job_ids).delete_rows()
 
     def with_state(self):
         """Each job annotated with its state and, if running, its claim."""

@@ -88,17 +88,30 @@ class Routing:
             **{job.pk: State.FAILED for job, _ in discarded},
         }
 
+    def locked_with_dependents(self):
+        """Lock these jobs' rows (selected by key, nothing else) in id order;
+        return the ids of those whose row says ``has_dependents``.
+
+        The flag is read after the lock, never tested in the locking read's
+        WHERE: PostgreSQL's FOR UPDATE skips, without waiting, a row whose
+        committed version does not match, so the flag a dependent's enqueue
+        set (holding the row, not yet committed) would be missed and its
+        edge never settled. Locked by key, the read waits for that enqueue
+        and then sees its flag.
+        """
+        rows = self.select_for_update().order_by("pk")
+        return {pk for pk, flag in rows.values_list("pk", "has_dependents") if flag}
+
     def discard_unrun(self, jobs_and_errors, now):
         """Record these jobs as failed without running, each with its error;
         the jobs that wait for them end too (JobDependency.settle)."""
         # Whether each has dependents, read again under lock: the instance
         # may have been read before a dependent's enqueue set it.
         pks = [job.pk for job, _ in jobs_and_errors]
-        flagged = set(
+        flagged = (
             self.model.objects.using(self.db)
-            .filter(pk__in=pks, has_dependents=True)
-            .select_for_update()
-            .values_list("pk", flat=True)
+            .filter(pk__in=pks)
+            .locked_with_dependents()
         )
         jobs = []
         for job, error in jobs_and_errors:

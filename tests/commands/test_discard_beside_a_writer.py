@@ -1,0 +1,93 @@
+"""discard beside another writer: on SQLite it waits for the write lock (its
+busy timeout) instead of failing at once with "database is locked"."""
+
+import threading
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.test import Client
+from django.urls import reverse
+
+from steady_queue.models import Job, Pause
+from tests.factories import make_job
+
+from ..helpers import scaled, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+def by_command(state, jobs):
+    out = StringIO()
+    call_command("steady_queue", "discard", "--state", state, "--all", stdout=out)
+    assert out.getvalue() == f"Discarded {len(jobs)} {state} job(s).\n"
+
+
+def by_admin_action(client):
+    def discard(state, jobs):
+        data = {
+            "action": "discard_waiting",
+            "_selected_action": [job.pk for job in jobs],
+            "index": "0",
+        }
+        changelist = reverse("admin:steady_queue_job_changelist")
+        response = client.post(changelist, data, follow=True)
+        assert f"Discarded {len(jobs)} job(s)." in response.content.decode()
+
+    return discard
+
+
+def discard_beside_a_writer(discard, state, jobs):
+    """Run ``discard`` in another thread while this one holds a write
+    transaction open; commit once the discard sends its first write to our
+    tables (after whatever it read in its transaction), then let it end."""
+    discarding = {}
+    writing, finished = threading.Event(), threading.Event()
+
+    def note_writes(execute, sql, params, many, context):
+        statement = sql.lstrip().upper()
+        if statement.startswith(WRITES) and "STEADY_QUEUE_" in statement:
+            writing.set()
+        return execute(sql, params, many, context)
+
+    def run():
+        try:
+            with connection.execute_wrapper(note_writes):
+                discard(state, jobs)
+        except Exception as error:
+            discarding["error"] = error
+        finally:
+            finished.set()
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    with transaction.atomic():
+        Pause.objects.pause("elsewhere")  # another writer, holding its lock
+        thread.start()
+        wait_for(
+            lambda: writing.is_set() or finished.is_set(),
+            message="the discard sending its first write",
+        )
+    thread.join(timeout=scaled(30))
+    assert not thread.is_alive()
+    return discarding.get("error")
+
+
+@pytest.mark.parametrize("state", ["blocked", "scheduled", "ready", "failed"])
+def test_discard_waits_for_another_writer_and_succeeds(state):
+    jobs = [make_job(state) for _ in range(3)]
+    assert discard_beside_a_writer(by_command, state, jobs) is None
+    assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()
+
+
+@pytest.mark.parametrize("state", ["blocked", "scheduled", "ready"])
+def test_the_admins_discard_waits_for_another_writer_and_succeeds(state):
+    jobs = [make_job(state) for _ in range(3)]
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    assert discard_beside_a_writer(by_admin_action(client), state, jobs) is None
+    assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()

@@ -1,0 +1,42 @@
+"""Test helpers: which database session a thread uses, and whether it waits
+for a row lock now (to hold one transaction open while another runs into it)."""
+
+from django.db import connection
+
+# How often to poll waits_for_a_lock(): MariaDB refreshes its InnoDB
+# transaction views only when nobody read them for 0.1 s, so a tighter loop
+# reads the same stale rows for ever.
+LOCK_VIEW_REFRESH = 0.25
+
+
+def session_id():
+    """This thread's database session, as the lock views name it; None on
+    SQLite, which has no sessions to look at (its writers wait in turn)."""
+    if connection.vendor == "sqlite":
+        return None
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+        else:
+            cursor.execute("SELECT CONNECTION_ID()")
+        return cursor.fetchone()[0]
+
+
+def waits_for_a_lock(session):
+    """Whether a database session (PostgreSQL, MariaDB) waits for a row lock
+    right now."""
+    if session is None:
+        return False
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                [session],
+            )
+            return cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.innodb_trx "
+            "WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'",
+            [session],
+        )
+        return cursor.fetchone()[0] > 0
