@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('steady_queue', '0016_claim_started'),
+        ('steady_queue', '0017_event_backend_name'),
     ]
 
     operations = [

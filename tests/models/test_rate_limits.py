@@ -21,6 +21,7 @@ from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
 from ..factories import registered_process
+from ..helpers import scaled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -349,17 +350,19 @@ def test_a_finish_needing_a_lower_key_held_elsewhere_looks_again_after_commit(
     task.enqueue(path, "cy", "eu", 0)
     waiting = task.enqueue(path, "ada", "eu", 0)  # eu is full; ada is free
     claim_all()
-    locked, release = threading.Event(), threading.Event()
+    locked, looking = threading.Event(), threading.Event()
 
     def hold_ada():
-        # Another transaction (an enqueue for ada, say) holds ada's row.
+        # Another transaction (an enqueue for ada, say) holds ada's row until
+        # the finish has committed and looks again: on a loaded machine a
+        # hold of fixed length could end before the finish began.
         try:
             with transaction.atomic():
                 list(
                     Semaphore.objects.select_for_update().filter(key="per-customer/ada")
                 )
                 locked.set()
-                release.wait(10)
+                looking.wait(scaled(30))
                 time.sleep(0.3)
         finally:
             connections.close_all()
@@ -369,6 +372,7 @@ def test_a_finish_needing_a_lower_key_held_elsewhere_looks_again_after_commit(
 
     def counted(queryset, key):
         second_looks.append(key)
+        looking.set()
         return look_again(queryset, key)
 
     monkeypatch.setattr(
@@ -376,15 +380,14 @@ def test_a_finish_needing_a_lower_key_held_elsewhere_looks_again_after_commit(
     )
     thread = threading.Thread(target=hold_ada)
     thread.start()
-    locked.wait(10)
-    release.set()
+    assert locked.wait(scaled(10))
     started = time.monotonic()
 
     # The finish holds eu; ada sorts before it: not waited for while eu is
     # held (that could deadlock), but looked at again once this commits.
     finish(holder)
 
-    thread.join(10)
+    thread.join(scaled(10))
     assert second_looks == ["per-region/eu"]
     assert time.monotonic() - started >= 0.25  # the second look waited for it
     assert ids(ReadyExecution) == job_ids(waiting)
