@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
+from ..conf.version import recorded
 from ..migration_state import not_migrated_message
 from ..models import Process
 from ..processes.pidfile import is_running
@@ -74,7 +75,9 @@ def check_health(backend, this_host=False, require_version=None):
 
 
 def _version_check(backend, processes, now, version):
-    """Whether every live process (on any host) runs ``version``."""
+    """Whether every live process (on any host) runs ``version``, compared
+    as a process row records it (a long one by its digest)."""
+    version = recorded(version)
     threshold = backend.config.process_alive_threshold
     alive = processes.alive(threshold, now).order_by("kind", "name")
     others = list(alive.not_running(version))

@@ -5,6 +5,7 @@ tests/integration/test_rolling_deploys.py runs two checkouts side by side;
 these look at one worker's decision and what it writes.
 """
 
+import io
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -241,3 +242,34 @@ def test_a_handback_the_database_refuses_goes_back_to_ready_at_the_next_poll(
     assert row.handbacks["count"] == 1
     assert ScheduledExecution.objects.filter(job_id=row.pk).exists()
     assert not ClaimedExecution.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_version_longer_than_the_column_is_recorded_whole_and_required_as_given(
+    settings,
+):
+    from django.core.management import call_command
+
+    image = "registry.example.com/shop/web@sha256:" + "a" * 64
+    image += "-" * (136 - len(image))
+    other = image[:-1] + "x"
+    code_version.cache_clear()
+    settings.STEADY_QUEUE_CODE_VERSION = image
+    try:
+        mine = code_version()
+        settings.STEADY_QUEUE_CODE_VERSION = other
+        code_version.cache_clear()
+        theirs = code_version()
+    finally:
+        code_version.cache_clear()
+
+    assert len(image) == 136
+    # Two versions that differ past the column's length stay two.
+    assert mine != theirs
+    assert len(mine) <= 128 and len(theirs) <= 128
+    Process.objects.register(kind="supervisor", name="sup-long", code_version=mine)
+    out = io.StringIO()
+    call_command(
+        "steady_queue", "health", "--anywhere", "--require-version", image, stdout=out
+    )
+    assert "ok   version: all 1 live process(es) run" in out.getvalue()
