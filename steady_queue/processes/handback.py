@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, Process
+from ..models.fields import UnreadableJSON
 from ..models.process import describe_version
 
 logger = logging.getLogger("steady_queue")
@@ -38,16 +39,19 @@ def decide(job, error, *, version, live_versions, now, grace, delay=0.0):
     back job waits."""
     if grace <= 0:
         return Decision(error=error)
-    record = job.handbacks or {}
-    last = _time(record.get("last_at"))
+    try:
+        record = read_record(job.handbacks)
+    except ValueError as unreadable:
+        return Decision(error=_record_unreadable(job, error, unreadable))
+    last = record["last_at"]
     if last is not None and (now - last).total_seconds() > grace + delay:
         # Not handed back for longer than the grace: the job was retried by
         # an operator, or no worker claimed it for that long (all were down).
         # Either way the versions to wait for are those alive from now on.
-        record = {}
-    tried = sorted({*record.get("versions", ()), version})
-    since = _time(record.get("since")) or now
-    seen = _time(record.get("others_seen_at")) or since
+        record = read_record(None)
+    tried = sorted({*record["versions"], version})
+    since = record["since"] or now
+    seen = record["others_seen_at"] or since
     untried = set(live_versions) - set(tried)
     if untried:
         seen = now
@@ -59,7 +63,7 @@ def decide(job, error, *, version, live_versions, now, grace, delay=0.0):
             "others_seen_at": seen.isoformat(),
             "last_at": now.isoformat(),
             "versions": tried,
-            "count": record.get("count", 0) + 1,
+            "count": record["count"] + 1,
             "last_error": str(error)[:500],
         }
     )
@@ -78,8 +82,56 @@ def _no_version_can(job, error, tried, since, grace):
     return failed
 
 
-def _time(text):
-    return datetime.fromisoformat(text) if text else None
+def read_record(stored):
+    """The handback record a job's ``handbacks`` column holds, checked: its
+    times as aware datetimes (or None), its versions and count. Raise
+    ValueError saying what is wrong with a value not written by decide()."""
+    if stored is None:
+        stored = {}
+    if isinstance(stored, UnreadableJSON):
+        raise ValueError(f"a value that does not decode ({stored.error})")
+    if not isinstance(stored, dict):
+        raise ValueError(f"{stored!r}, not an object")
+    record = {name: _time(stored, name) for name in TIMES}
+    versions = stored.get("versions", [])
+    if not isinstance(versions, list) or not all(
+        isinstance(version, str) for version in versions
+    ):
+        raise ValueError(f"versions {versions!r}, not a list of strings")
+    count = stored.get("count", 0)
+    if type(count) is not int or count < 0:
+        raise ValueError(f"count {count!r}, not a whole number")
+    return {**record, "versions": versions, "count": count}
+
+
+# The times a handback record holds, ISO 8601 with a UTC offset.
+TIMES = ("since", "others_seen_at", "last_at")
+
+
+def _time(stored, name):
+    text = stored.get(name)
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} {text!r}, not an ISO 8601 time") from None
+    if moment.utcoffset() is None:
+        raise ValueError(f"{name} {text!r}, a time without its UTC offset")
+    return moment
+
+
+def _record_unreadable(job, error, unreadable):
+    failed = TaskNotFoundError(
+        f"The task {job.task_path!r} could not be loaded, and its handbacks "
+        f"column holds {unreadable}, which no worker wrote: whether another "
+        "code version may run it cannot be told. Deploy code that defines the "
+        "task and retry the job (a job whose task loads never reads the "
+        "column), or discard it. The load error: "
+        f"{error}"
+    )
+    failed.__cause__ = error
+    return failed
 
 
 class Handbacks:

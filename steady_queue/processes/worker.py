@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from inspect import iscoroutinefunction
 
+from django.db import Error as DatabaseError
 from django.utils import timezone
 
 from ..conf.version import code_version
@@ -373,7 +374,7 @@ class Worker(JobStopping, Poller):
                 failure = self.handbacks.hand_back_or_fail(
                     claim, self.process.pk, error
                 )
-            except Exception:
+            except DatabaseError:
                 # The database failed us, not the job: whether the handback
                 # committed or not, the next poll puts back to ready a claim
                 # still held and not in flight, counting no attempt.

@@ -26,6 +26,7 @@ from steady_queue.models import (
     ScheduledExecution,
     Semaphore,
 )
+from steady_queue.models.fields import UnreadableJSON
 from steady_queue.processes.handback import decide
 
 from .. import tasks
@@ -273,3 +274,57 @@ def test_a_version_longer_than_the_column_is_recorded_whole_and_required_as_give
         "steady_queue", "health", "--anywhere", "--require-version", image, stdout=out
     )
     assert "ok   version: all 1 live process(es) run" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "stored",
+    [
+        [1, 2],
+        "handed back",
+        {"since": "yesterday", "versions": ["v0"]},
+        {"since": "2026-11-27T12:00:00", "versions": ["v0"]},
+        {"last_at": 12},
+        {"versions": 5},
+        {"versions": ["v0"], "count": "many"},
+    ],
+)
+def test_an_unparsable_handbacks_column_fails_its_job_alone_with_our_error(
+    make_worker, stored
+):
+    broken = tasks.noop.enqueue()
+    fine = tasks.noop.enqueue()
+    Job.objects.filter(pk=int(broken.id)).update(
+        task_path="tests.tasks.renamed_away", handbacks=stored
+    )
+    worker = make_worker(threads=2)
+    worker.handbacks.options = replace(worker.options, handback_grace=600)
+
+    worker.poll()
+    worker.pool.run_all()
+    worker.poll()
+
+    # Failed at once, not put back to ready to be claimed again.
+    assert not worker.claims_uncertain
+    assert not ClaimedExecution.objects.exists()
+    assert not ScheduledExecution.objects.exists()
+    row = Job.objects.get(pk=int(broken.id))
+    error = row.errors[-1]
+    assert error["exception_class_path"] == "steady_queue.exceptions.TaskNotFoundError"
+    assert "its handbacks column holds" in error["traceback"]
+    assert "tests.tasks.renamed_away" in error["traceback"]
+    assert Job.objects.get(pk=int(fine.id)).finished_at is not None
+
+
+def test_an_undecodable_handbacks_value_fails_the_job_with_our_error():
+    decision = decide(
+        job(UnreadableJSON("RecursionError: too deep")),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["v1", "v2"],
+        now=NOW,
+        grace=60,
+    )
+
+    assert isinstance(decision.error, TaskNotFoundError)
+    assert "RecursionError: too deep" in str(decision.error)
