@@ -78,9 +78,10 @@ class Releasing:
             )
         return list(claims)
 
-    def hand_back(self, handbacks, run_at):
-        """Put these claimed jobs back to run at ``run_at``, counting no
-        attempt, and keep ``handbacks`` on them; return their ids.
+    def hand_back(self, records):
+        """Put these claimed jobs back, counting no attempt: each to run at the
+        time ``records`` ({job id: (handbacks, run at)}) gives it, keeping its
+        ``handbacks``; return their ids. One transaction for them all.
 
         For a worker that could not load their task (a rolling deploy:
         processes/handback.py): another code version's worker may. Their
@@ -93,10 +94,11 @@ class Releasing:
                     "pk", "queue_name", "priority", "concurrency_key", "limit_keys"
                 )
             )
-            job_rows = models_package.Job.objects.using(self.db).filter(pk__in=claims)
-            job_rows.update(handbacks=handbacks)
+            for job in jobs:
+                job.handbacks = records[job.pk][0]
+            models_package.Job.objects.using(self.db).bulk_update(jobs, ["handbacks"])
             models_package.ScheduledExecution.objects.using(self.db).create_all_at(
-                [(job, run_at) for job in jobs], timezone.now()
+                [(job, records[job.pk][1]) for job in jobs], timezone.now()
             )
             self.release_concurrency_slots(jobs)
         return list(claims)
