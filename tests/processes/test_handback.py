@@ -495,3 +495,41 @@ def test_one_warning_per_task_per_interval_says_why_and_what_to_do(make_worker, 
     assert "no live worker of another code version serves queue 'default'" in message
     assert "Start the release that defines the task" in message
     assert "discard the jobs" in message
+
+
+@pytest.mark.django_db
+def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_run():
+    from django.core.management import CommandError, call_command
+
+    def health(*args):
+        out = io.StringIO()
+        try:
+            call_command("steady_queue", "health", "--anywhere", *args, stdout=out)
+        except CommandError:
+            return False, out.getvalue()
+        return True, out.getvalue()
+
+    new = code_version()
+    Process.objects.register(kind="supervisor", name="sup-new", code_version=new)
+    Process.objects.register(kind="worker", name="worker-new", code_version=new)
+    other_version_worker("v-old")
+    unloadable(3)
+    tasks.noop.enqueue()
+
+    ok, out = health("--require-version", new, "--handover")
+    assert not ok
+    assert "ok   version: 1 live worker(s) run" in out
+    assert "FAIL departing: 3 queued job(s) of task(s) this code" in out
+    assert "live workers of other versions: 'v-old'" in out
+    assert "tests.tasks.renamed_away (3)" in out
+    # Without --handover, every live process must run it as well.
+    ok, out = health("--require-version", new)
+    assert not ok and "FAIL version: 1 live not on" in out
+
+    # Once they ran (here: discarded), the old release may stop.
+    ReadyExecution.objects.filter(
+        job__task_path="tests.tasks.renamed_away"
+    ).discard_all()
+    ok, out = health("--require-version", new, "--handover")
+    assert ok, out
+    assert "ok   departing: no queued job needs another version" in out
