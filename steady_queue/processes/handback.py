@@ -7,7 +7,10 @@ counted, its version written on the job), all of a claim's such jobs in one
 transaction:
 
 - while a live worker of a code version that has not tried the job serves
-  its queue, to run again ``handback_delay`` seconds later;
+  its queue, ready at once for it: the workers of the version that handed it
+  back do not claim it again (ReadyExecution's ``handed_back_by``) until the
+  live versions change. A limited job waits ``handback_delay`` instead, and
+  passes its limits again;
 - while none does, it is **held**: it waits, unclaimed, until
   ``handback_grace`` has passed since such a worker was last seen (a new
   release's workers may still be starting), and is then failed, with an
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..exceptions import TaskNotFoundError
-from ..models import ClaimedExecution, Process, ScheduledExecution
+from ..models import ClaimedExecution, Process, ReadyExecution, ScheduledExecution
 from ..models.fields import UnreadableJSON
 from ..models.process import describe_version
 from .queue_selector import QueueSelector
@@ -43,9 +46,9 @@ HOLD_MATCH = timedelta(milliseconds=1)
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """Hand back with ``handbacks`` written on the job, to run at ``run_at``
-    (``held``: no worker of a version that has not tried it is alive), or
-    fail with ``error``."""
+    """Hand back with ``handbacks`` written on the job: for the live workers
+    of the ``untried`` versions, or to run at ``run_at`` (``held``: no worker
+    of a version that has not tried it is alive); or fail with ``error``."""
 
     handbacks: dict | None = None
     run_at: datetime | None = None
@@ -88,8 +91,8 @@ def decide(job, error, *, version, live_versions, now, grace, delay=0.0):
         "last_error": str(error)[:500],
     }
     if untried:
-        run_at = now + timedelta(seconds=delay)
-        return Decision(handbacks=handbacks, run_at=run_at, untried=tuple(untried))
+        # Ready at once for them: this version's workers leave it.
+        return Decision(handbacks=handbacks, untried=tuple(untried))
     # No version that could run it is alive: claiming it again every delay
     # costs the queue a claim and a handback each time, for nothing.
     held_until = seen + timedelta(seconds=grace) + HOLD_MARGIN
@@ -219,7 +222,9 @@ class Handbacks:
                 decisions.append((job, error, decision))
         if records:
             claims = ClaimedExecution.objects.using(self.database).held_by(process_id)
-            claims.filter(job_id__in=list(records)).hand_back(records)
+            claims.filter(job_id__in=list(records)).hand_back(
+                records, self.version, self.options.handback_delay
+            )
         for job, error, decision in decisions:
             self.reports.handed_back(job, error, decision, self.options)
         return failures
@@ -244,7 +249,12 @@ class Handbacks:
         versions = frozenset(queue_lists)
         if versions == self.versions_seen:
             return []
+        gone = self.versions_seen - versions
         self.versions_seen = versions
+        if gone or versions <= {self.version}:
+            # The versions the jobs this one left were for may be gone:
+            # claimed again, they are handed back for those alive, or held.
+            ReadyExecution.objects.using(self.database).steer_back(self.version)
         scheduled = ScheduledExecution.objects.using(self.database)
         ids = [
             job_id

@@ -61,7 +61,10 @@ class Worker(JobStopping, Poller):
         super().__init__(backend, **kwargs)
         self.polling_interval = config.polling_interval
         self.selector = QueueSelector(
-            config.queues, self.database, backend_name=backend.alias
+            config.queues,
+            self.database,
+            backend_name=backend.alias,
+            code_version=code_version(),
         )
         self.pool = Pool(
             config.threads,

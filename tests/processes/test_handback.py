@@ -415,20 +415,58 @@ def test_a_worker_of_another_version_on_other_queues_does_not_keep_a_job_waiting
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_job_another_live_version_serving_its_queue_may_run_waits_the_delay(
+def test_a_job_another_live_version_may_run_is_left_to_it_by_this_version(
     make_worker,
 ):
     other_version_worker(queues="default")
     [job_id] = unloadable()
+    [limited] = unloadable(queue=None)
+    Job.objects.filter(pk=limited).update(concurrency_key="k")
     worker = worker_of(make_worker, delay=30, grace=600)
+    twin = worker_of(make_worker, delay=30, grace=600)  # same version
 
     before = timezone.now()
     worker.poll()
 
-    scheduled = ScheduledExecution.objects.get(job_id=job_id)
-    assert before + timedelta(seconds=29) <= scheduled.scheduled_at
-    assert scheduled.scheduled_at <= timezone.now() + timedelta(seconds=31)
+    # Ready at once for the other version, and no worker of this one
+    # claims it again (each would hand it back, again and again).
+    ready = ReadyExecution.objects.get(job_id=job_id)
+    assert ready.handed_back_by == code_version()
     assert "held_until" not in Job.objects.get(pk=job_id).handbacks
+    twin.poll()
+    worker.poll()
+    assert ReadyExecution.objects.filter(job_id=job_id).exists()
+    assert Job.objects.get(pk=job_id).handbacks["count"] == 1
+    # A limited job waits the delay, to pass its limits again.
+    scheduled = ScheduledExecution.objects.get(job_id=limited)
+    assert scheduled.scheduled_at >= before + timedelta(seconds=29)
+
+    # The other version's worker claims it; it cannot load it either: with
+    # every live version tried, it is held.
+    other = worker_of(make_worker)
+    other.handbacks.version = other.selector.code_version = "v-other"
+    other.poll()
+    record = Job.objects.get(pk=job_id).handbacks
+    assert record["count"] == 2 and "held_until" in record
+    assert record["versions"] == sorted([code_version(), "v-other"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_left_for_a_version_that_is_gone_are_claimed_again(make_worker):
+    other_version_worker(queues="default")
+    [job_id] = unloadable()
+    worker = worker_of(make_worker, delay=30, grace=600)
+    worker.poll()
+    assert ReadyExecution.objects.get(job_id=job_id).handed_back_by
+
+    Process.objects.filter(code_version="v-other").delete()
+    worker.handbacks.next_wake_check = 0
+    worker.poll()
+
+    # Claimed again by this version: nothing else could run it, so held.
+    assert not ReadyExecution.objects.filter(job_id=job_id).exists()
+    record = Job.objects.get(pk=job_id).handbacks
+    assert record["count"] == 2 and "held_until" in record
 
 
 @pytest.mark.django_db(transaction=True)
