@@ -149,6 +149,11 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         self.notify_ready(Counter(job.backend_name for job in jobs))
         return executions
 
+    def counts_by_handed_back_by(self):
+        """Return {code version: rows it handed back for another version}."""
+        rows = self.exclude(handed_back_by=None).values_list("handed_back_by")
+        return dict(rows.annotate(n=Count("pk")).order_by())
+
     def steer_back(self, version):
         """Let the workers of ``version`` claim again the rows they handed
         back (the versions they were handed back for may be gone); return

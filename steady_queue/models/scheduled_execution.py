@@ -90,17 +90,18 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                 models_package.Job.objects.using(self.db).dispatch_all(limited, now)
         return len(rows)
 
-    def held_handbacks(self, grace):
+    def held_handbacks(self, grace=None):
         """Return ``(job id, queue, backend alias, scheduled at, handbacks)``
-        of the scheduled jobs
-        a worker handed back, due within ``grace`` seconds (a held handback
-        is due at most that far on: processes/handback.py). One read, no
-        lock; the caller picks the holds among them."""
-        until = timezone.now() + timedelta(seconds=grace + 60)
+        of the scheduled jobs a worker handed back; with ``grace``, only
+        those due within it (a held handback is due at most that far on:
+        processes/handback.py). One read, no lock; the caller picks the holds
+        among them."""
+        rows = self.filter(job__handbacks__isnull=False)
+        if grace is not None:
+            until = timezone.now() + timedelta(seconds=grace + 60)
+            rows = rows.filter(scheduled_at__lte=until)
         return list(
-            self.filter(scheduled_at__lte=until, job__handbacks__isnull=False)
-            .order_by()
-            .values_list(
+            rows.order_by().values_list(
                 "job_id",
                 "queue_name",
                 "job__backend_name",

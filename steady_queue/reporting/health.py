@@ -8,18 +8,16 @@ supervisor; the HTTP view, served by web processes that run none, about any.
 """
 
 import socket
-from collections import Counter
 from dataclasses import dataclass
 
 from django.db import DatabaseError
 
 from ..conf.version import code_version, recorded
-from ..exceptions import TaskNotFoundError
 from ..migration_state import not_migrated_message
-from ..models import BlockedExecution, Process, ReadyExecution, ScheduledExecution
+from ..models import Process
 from ..models.process import describe_version
-from ..pipeline.loader import load_task
 from ..processes.pidfile import is_running
+from .handbacks import stranded_by_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +85,7 @@ def check_health(backend, this_host=False, require_version=None, handover=False)
 def _departing_check(backend, processes, now, version):
     """Whether any queued job (ready, scheduled or blocked) has a task this
     process's code cannot load: only another code version can run it."""
-    counts = Counter()
-    for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
-        executions = model.objects.using(backend.database).for_backend(backend.alias)
-        counts.update(executions.counts_by_task())
-    stranded = {path: n for path, n in counts.items() if not _loads(path)}
+    stranded = stranded_by_task(backend)
     if not stranded:
         return Check("departing", True, "no queued job needs another version")
     threshold = backend.config.process_alive_threshold
@@ -108,14 +102,6 @@ def _departing_check(backend, processes, now, version):
         "Keep the release that defines them running until they ran, or "
         "discard them",
     )
-
-
-def _loads(task_path):
-    try:
-        load_task(task_path)
-    except TaskNotFoundError:
-        return False
-    return True
 
 
 def _version_check(backend, processes, now, version, handover=False):

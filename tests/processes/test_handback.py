@@ -571,3 +571,29 @@ def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_
     ok, out = health("--require-version", new, "--handover")
     assert ok, out
     assert "ok   departing: no queued job needs another version" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_shows_the_held_jobs_those_left_for_another_version_and_why(
+    make_worker,
+):
+    from django.core.management import call_command
+
+    [held] = unloadable(queue="low")
+    worker = worker_of(make_worker, delay=30, grace=600)
+    worker.poll()
+    other_version_worker(queues="default")
+    unloadable()
+    worker.poll()
+
+    out = io.StringIO()
+    call_command("steady_queue", "status", stdout=out)
+
+    text = out.getvalue()
+    assert "Handbacks: 1 held (no live worker of a version that has not" in text
+    assert f"Handbacks: 1 ready for another version, left by {code_version()!r}" in (
+        text
+    )
+    assert "this code cannot load (only another version can run them): " in text
+    assert "tests.tasks.renamed_away (2)" in text
+    assert ScheduledExecution.objects.filter(job_id=held).exists()
