@@ -61,7 +61,7 @@ def decide(job, error, *, version, live_versions, now, grace, delay=0.0):
     """Whether a worker of ``version`` that could not load ``job``'s task
     (``error``) hands it back or fails it, given the code versions of the
     live workers that serve its queue and the database's ``now``; ``delay``
-    is how long a job handed back to another version waits."""
+    is how long a limited job handed back to another version waits."""
     if grace <= 0:
         return Decision(error=error)
     try:
