@@ -40,7 +40,15 @@ def add_arguments(parser):
         "--require-version",
         metavar="VERSION",
         help="Also require every live process, on any host, to run this code "
-        "version (a rolling deploy: see docs/deployment.rst).",
+        "version, and no queued job to have a task this code cannot load (a "
+        "rolling deploy: see docs/deployment.rst).",
+    )
+    parser.add_argument(
+        "--handover",
+        action="store_true",
+        help="With --require-version: require a live worker of that version "
+        "(not every process), and no queued job only another version can run: "
+        "the moment the old release may stop (docs/deployment.rst).",
     )
     parser.add_argument(
         "--wait",
@@ -65,6 +73,8 @@ def handle(command, options):
         return check_liveness(command, backend, options)
     if options["max_age"] is not None:
         raise CommandError("--max-age goes with --liveness-file.")
+    if options["handover"] and options["require_version"] is None:
+        raise CommandError("--handover goes with --require-version VERSION.")
     # Imported here: manage.py steady_queue builds every subcommand's parser,
     # and a supervisor's start has no use for the reports.
     from ..reporting.health import check_health
@@ -75,6 +85,7 @@ def handle(command, options):
             backend,
             this_host=not options["anywhere"],
             require_version=options["require_version"],
+            handover=options["handover"],
         )
         if health.ok or time.monotonic() >= deadline:
             break

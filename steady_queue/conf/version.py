@@ -13,6 +13,11 @@ until every live process runs one. The version is, first found first:
 4. ``tasks-`` and a hash of the installed apps' tasks modules' source, for a
    deploy without ``.git`` (an image, an archive);
 5. ``unknown``.
+
+A version longer than the process row's column (an image reference with its
+digest is 136 characters) is recorded as its first characters and a digest of
+the whole (``recorded``): ``health --require-version`` compares the string it
+is given the same way, so a version of any length matches itself and no other.
 """
 
 import hashlib
@@ -29,6 +34,10 @@ VERSION_SETTING = "STEADY_QUEUE_CODE_VERSION"
 VERSION_ENVIRONMENT = "STEADY_QUEUE_CODE_VERSION"
 # Process.code_version's max_length.
 MAX_VERSION_LENGTH = 128
+# A longer version keeps this many characters, then DIGEST_MARK and the
+# sha256 of the whole: 56 + 8 + 64 = MAX_VERSION_LENGTH.
+KEPT_PREFIX = 56
+DIGEST_MARK = "~sha256:"
 UNKNOWN = "unknown"
 
 
@@ -39,8 +48,18 @@ def code_version():
         VERSION_ENVIRONMENT
     )
     if given:
-        return str(given)[:MAX_VERSION_LENGTH]
+        return recorded(str(given))
     return git_commit(project_directory()) or tasks_hash() or UNKNOWN
+
+
+def recorded(version):
+    """``version`` as a process row records it: unchanged up to
+    MAX_VERSION_LENGTH characters, a longer one as its first KEPT_PREFIX
+    characters and the sha256 of the whole."""
+    if len(version) <= MAX_VERSION_LENGTH:
+        return version
+    digest = hashlib.sha256(version.encode()).hexdigest()
+    return f"{version[:KEPT_PREFIX]}{DIGEST_MARK}{digest}"
 
 
 def project_directory():

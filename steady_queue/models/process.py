@@ -58,6 +58,19 @@ class ProcessQuerySet(QueueQuerySet):
         versions = self.order_by().values_list("code_version", flat=True)
         return sorted(set(versions))
 
+    def queue_lists_by_version(self):
+        """Return {code version: {(backend alias, queue list), ...}} for these
+        processes, from what each worker recorded (its metadata's
+        ``backend`` and comma-joined ``queues``). One read, no lock."""
+        lists = {}
+        rows = self.order_by().values_list("code_version", "metadata")
+        for version, metadata in rows:
+            metadata = metadata if isinstance(metadata, dict) else {}
+            queues = str(metadata.get("queues") or "*")
+            entry = (metadata.get("backend"), tuple(queues.split(",")))
+            lists.setdefault(version, set()).add(entry)
+        return lists
+
     def not_running(self, version):
         """These processes, but those that run ``version``."""
         return self.exclude(code_version=version)

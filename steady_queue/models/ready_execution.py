@@ -123,6 +123,43 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         claim indexes lead with."""
         return self.filter(backend_name=alias)
 
+    def claimable_by(self, version):
+        """These rows less those a worker of ``version`` handed back for
+        another version; every row when ``version`` is None."""
+        if version is None:
+            return self
+        return self.exclude(handed_back_by=version)
+
+    def create_all_handed_back(self, jobs, version, now):
+        """Make ready at once jobs a worker of ``version`` handed back, for a
+        worker of another version: one insert, woken at commit."""
+        executions = self.bulk_create(
+            [
+                self.model(
+                    job_id=job.pk,
+                    queue_name=job.queue_name,
+                    priority=job.priority,
+                    backend_name=job.backend_name,
+                    created_at=now,
+                    handed_back_by=version,
+                )
+                for job in jobs
+            ]
+        )
+        self.notify_ready(Counter(job.backend_name for job in jobs))
+        return executions
+
+    def counts_by_handed_back_by(self):
+        """Return {code version: rows it handed back for another version}."""
+        rows = self.exclude(handed_back_by=None).values_list("handed_back_by")
+        return dict(rows.annotate(n=Count("pk")).order_by())
+
+    def steer_back(self, version):
+        """Let the workers of ``version`` claim again the rows they handed
+        back (the versions they were handed back for may be gone); return
+        how many. No lock: a row claimed meanwhile is simply not updated."""
+        return self.filter(handed_back_by=version).update(handed_back_by=None)
+
     def counts_by_backend_and_queue(self):
         """Return {(backend alias, queue name): number of ready rows}."""
         rows = self.values_list("backend_name", "queue_name").annotate(n=Count("pk"))
@@ -281,6 +318,11 @@ class ReadyExecution(Execution):
     # The TASKS alias the job was enqueued through, copied from the job: a
     # worker claims only its own alias's rows, without reading the jobs table.
     backend_name = models.CharField(max_length=100)
+    # The code version whose worker could not load the job's task and handed
+    # it back for a worker of another version (processes/handback.py): its
+    # workers do not claim it again (claimable_by). Null for every other job;
+    # releases from before it neither write nor read it.
+    handed_back_by = models.CharField(max_length=128, null=True, blank=True)
 
     objects = ReadyExecutionQuerySet.as_manager()
 

@@ -1,5 +1,7 @@
 """ScheduledExecution: jobs waiting for their run_after time."""
 
+from datetime import timedelta
+
 from django.db import models
 from django.utils import timezone
 
@@ -87,6 +89,26 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                 limited = list(jobs.filter(pk__in=limited_ids))
                 models_package.Job.objects.using(self.db).dispatch_all(limited, now)
         return len(rows)
+
+    def held_handbacks(self, grace=None):
+        """Return ``(job id, queue, backend alias, scheduled at, handbacks)``
+        of the scheduled jobs a worker handed back; with ``grace``, only
+        those due within it (a held handback is due at most that far on:
+        processes/handback.py). One read, no lock; the caller picks the holds
+        among them."""
+        rows = self.filter(job__handbacks__isnull=False)
+        if grace is not None:
+            until = timezone.now() + timedelta(seconds=grace + 60)
+            rows = rows.filter(scheduled_at__lte=until)
+        return list(
+            rows.order_by().values_list(
+                "job_id",
+                "queue_name",
+                "job__backend_name",
+                "scheduled_at",
+                "job__handbacks",
+            )
+        )
 
     def make_ready_now(self):
         """Dispatch these scheduled jobs now, ahead of their time; return ids.

@@ -26,6 +26,7 @@ class QueueSelector:
         database,
         pause_refresh=1.0,
         backend_name=DEFAULT_TASK_BACKEND_ALIAS,
+        code_version=None,
     ):
         excluded = tuple(name[1:] for name in queues if name.startswith("!"))
         self.queues = tuple(name for name in queues if not name.startswith("!"))
@@ -34,6 +35,9 @@ class QueueSelector:
         self.excluded_prefixes = tuple(n[:-1] for n in excluded if n.endswith("*"))
         self.database = database
         self.backend_name = backend_name
+        # Rows this version's workers handed back for another version are
+        # left to it (processes/handback.py).
+        self.code_version = code_version
         self.pause_refresh = pause_refresh
         self._paused = frozenset()
         self._paused_read_at = None
@@ -66,7 +70,7 @@ class QueueSelector:
 
     def _rows_of(self, ready):
         # First in every statement: the alias leads both claim indexes.
-        return ready.for_backend(self.backend_name)
+        return ready.for_backend(self.backend_name).claimable_by(self.code_version)
 
     def _named(self, ready, name):
         return self._rows_of(ready).filter(queue_name=name)

@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from inspect import iscoroutinefunction
 
+from django.db import Error as DatabaseError
 from django.utils import timezone
 
 from ..conf.version import code_version
@@ -56,7 +57,10 @@ class Worker(JobStopping, Poller):
         super().__init__(backend, **kwargs)
         self.polling_interval = config.polling_interval
         self.selector = QueueSelector(
-            config.queues, self.database, backend_name=backend.alias
+            config.queues,
+            self.database,
+            backend_name=backend.alias,
+            code_version=code_version(),
         )
         self.pool = Pool(
             config.threads,
@@ -81,6 +85,9 @@ class Worker(JobStopping, Poller):
         self.handbacks = Handbacks(
             self.database, self.options, code_version(), self.description
         )
+        # Claims whose task could not be loaded, handed back together once
+        # the claims of this round have started (hand_back_unloadable).
+        self.unloadable = []
         # Claims taken ahead of free threads (short jobs only), started as
         # threads free up; main loop only.
         self.waiting = collections.deque()
@@ -191,6 +198,7 @@ class Worker(JobStopping, Poller):
             return 0
         if self.recycler.reason is not None:
             return self.drain_to_recycle()
+        self.handbacks.wake_held()
         self.start_waiting(marked_only=True)
         room = self.pool.idle_threads + self.prefetch.size() - len(self.waiting)
         # No more than the shared memory has slots for: a claim without one
@@ -271,7 +279,7 @@ class Worker(JobStopping, Poller):
             )
             if unmarked is not None and marked_only:
                 if unmarked == 0:
-                    return
+                    break
                 count = unmarked
             elif unmarked is not None:
                 self.mark_started(count)
@@ -284,6 +292,46 @@ class Worker(JobStopping, Poller):
                 self.marked.discard(claim.job.pk)
                 # The attempt starts now: a claim taken ahead waited for a thread.
                 self.perform(replace(claim, claimed_at=timezone.now()))
+        if self.unloadable:
+            self.hand_back_unloadable()
+
+    def hand_back_unloadable(self):
+        """Hand back the jobs whose task could not be loaded, all in one
+        transaction (processes/handback.py); fail those it says to."""
+        unloadable, self.unloadable = self.unloadable, []
+        try:
+            failures = self.handbacks.hand_back_or_fail(unloadable, self.process.pk)
+        except DatabaseError:
+            # The database failed us, not the jobs: whether the handback
+            # committed or not, the next poll puts back to ready the claims
+            # still held and not in flight, counting no attempt.
+            logger.warning(
+                "%s: could not hand back job(s) %s; they go back to ready",
+                self.description,
+                ", ".join(str(claim.job.pk) for claim, _ in unloadable),
+                exc_info=True,
+            )
+            failures = []
+            self.claims_uncertain = True
+        except Exception as error:
+            # A bug of ours, not the database's: the jobs fail with it rather
+            # than stay claimed by this worker without an outcome.
+            logger.exception("%s: handing back failed", self.description)
+            failures = [(claim, error) for claim, _ in unloadable]
+        failed = {claim.job.pk for claim, _ in failures}
+        for claim, _ in unloadable:
+            if claim.job.pk not in failed:
+                self.forget(claim.job.pk)
+        for claim, failure in failures:
+            logger.error(
+                "%s: job %s failed without running: %s",
+                self.description,
+                claim.job.pk,
+                failure,
+            )
+            self.completed(self.runner.not_runnable(claim, failure))
+            if claim.job.rate_keys:
+                self.stamp_rate_start(claim)
 
     def mark_started(self, count):
         """Mark the next ``count`` waiting claims started; keep in ``marked``
@@ -376,33 +424,10 @@ class Worker(JobStopping, Poller):
             # its retry policy) and the finished signal all use this one.
             task = load_task(job.task_path)
         except TaskNotFoundError as error:
-            try:
-                failure = self.handbacks.hand_back_or_fail(
-                    claim, self.process.pk, error
-                )
-            except Exception:
-                # The database failed us, not the job: whether the handback
-                # committed or not, the next poll puts back to ready a claim
-                # still held and not in flight, counting no attempt.
-                logger.warning(
-                    "%s: could not hand back job %s; it goes back to ready",
-                    self.description,
-                    job.pk,
-                    exc_info=True,
-                )
-                failure = None
-                self.claims_uncertain = True
-            if failure is None:
-                self.forget(job.pk)
-                return False
-            logger.error(
-                "%s: job %s failed without running: %s",
-                self.description,
-                job.pk,
-                failure,
-            )
-            self.completed(self.runner.not_runnable(claim, failure))
-            return True
+            # Handed back (or failed) with the others of this round, in one
+            # transaction: hand_back_unloadable.
+            self.unloadable.append((claim, error))
+            return False
         seconds = timeout_for(task, self.options.timeout)
         if iscoroutinefunction(task.func):
             self.deadlines.watch(job, seconds, grace=ASYNC_GRACE)

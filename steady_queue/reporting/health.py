@@ -12,9 +12,12 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
+from ..conf.version import code_version, recorded
 from ..migration_state import not_migrated_message
 from ..models import Process
+from ..models.process import describe_version
 from ..processes.pidfile import is_running
+from .handbacks import stranded_by_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +53,14 @@ class Health:
         }
 
 
-def check_health(backend, this_host=False, require_version=None):
+def check_health(backend, this_host=False, require_version=None, handover=False):
     """Run the checks against ``backend``'s database; return a Health.
 
-    With ``require_version``, a fourth check: every live process runs that
-    code version (a rolling deploy waits for it before going on).
+    With ``require_version``, two more: every live process runs that code
+    version (with ``handover``: a worker of it is alive, whatever else runs),
+    and no queued job's task fails to load in this process's code, which a
+    rolling deploy runs from the new release: only a departing version can
+    run such jobs (a rolling deploy waits for both before going on).
     """
     processes = Process.objects.using(backend.database)
     try:
@@ -69,14 +75,47 @@ def check_health(backend, this_host=False, require_version=None):
     if missing is None:
         checks.append(_supervisor_check(backend, processes, now, this_host))
         if require_version is not None:
-            checks.append(_version_check(backend, processes, now, require_version))
+            checks.append(
+                _version_check(backend, processes, now, require_version, handover)
+            )
+            checks.append(_departing_check(backend, processes, now, require_version))
     return Health(tuple(checks))
 
 
-def _version_check(backend, processes, now, version):
-    """Whether every live process (on any host) runs ``version``."""
+def _departing_check(backend, processes, now, version):
+    """Whether any queued job (ready, scheduled or blocked) has a task this
+    process's code cannot load: only another code version can run it."""
+    stranded = stranded_by_task(backend)
+    if not stranded:
+        return Check("departing", True, "no queued job needs another version")
+    threshold = backend.config.process_alive_threshold
+    others = processes.alive(threshold, now).filter(kind="worker")
+    others = others.not_running(recorded(version)).running_versions()
+    by = ", ".join(describe_version(other) for other in others) or "none is alive"
+    tasks = ", ".join(f"{path} ({n})" for path, n in sorted(stranded.items()))
+    return Check(
+        "departing",
+        False,
+        f"{sum(stranded.values())} queued job(s) of task(s) this code "
+        f"({describe_version(code_version())}) cannot load, which only another "
+        f"version can run (live workers of other versions: {by}): {tasks}. "
+        "Keep the release that defines them running until they ran, or "
+        "discard them",
+    )
+
+
+def _version_check(backend, processes, now, version, handover=False):
+    """Whether every live process (on any host) runs ``version``, compared
+    as a process row records it (a long one by its digest); with
+    ``handover``, whether a live worker runs it."""
+    version = recorded(version)
     threshold = backend.config.process_alive_threshold
     alive = processes.alive(threshold, now).order_by("kind", "name")
+    if handover:
+        count = alive.filter(kind="worker", code_version=version).count()
+        if not count:
+            return Check("version", False, f"no live worker runs {version!r}")
+        return Check("version", True, f"{count} live worker(s) run {version!r}")
     others = list(alive.not_running(version))
     if others:
         listed = ", ".join(

@@ -17,6 +17,7 @@ from ..models.job.counts import counts_by_state, is_estimate
 from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
 from .batches import batch_lines, batches_overview
+from .handbacks import handback_lines, handback_overview
 from .queues import queue_overview
 from .rate_limits import rate_limit_lines, rate_limits_overview
 from .recurring import recurring_lines, recurring_status
@@ -71,6 +72,7 @@ def collect_status(backend):
         "rate_limits": rate_limits_overview(db),
         # Each in its own model's database (its router's), not only ``db``.
         "state_machines": state_machines_overview(now),
+        "handbacks": handback_overview(backend),
         "warnings": workers["warnings"],
     }
 
@@ -224,6 +226,7 @@ def print_status(backend, out, as_json=False):
             "(of the blocked jobs)"
         )
     for lines in (
+        handback_lines(status["handbacks"]),
         batch_lines(status["batches"]),
         rate_limit_lines(status["rate_limits"]),
     ):

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+from datetime import datetime
 
 import pytest
 from django.db import connection, transaction
@@ -164,15 +165,19 @@ def test_a_task_only_the_new_release_has_waits_for_it_and_never_fails(
     wait_for_versions(OLD)
 
     # New web code enqueues before any new worker runs: the old ones hand
-    # the jobs back, since a new release's workers are expected.
+    # the jobs back, held (a new release's workers are expected) and not
+    # claimed again meanwhile.
     early = [
         deploy_tasks.new_in_this_release.enqueue(str(ran), f"early-{n}")
         for n in range(4)
     ]
     wait_for(
-        lambda: Job.objects.filter(handbacks__count__gte=2).count() == len(early),
+        lambda: (
+            Job.objects.filter(handbacks__held_until__isnull=False).count()
+            == len(early)
+        ),
         timeout=30,
-        message="the old workers handed every job back, more than once",
+        message="the old workers handed every job back, held",
     )
     assert not ran.exists()
 
@@ -358,4 +363,73 @@ def test_the_previous_release_runs_on_through_this_releases_migrations(
     mixed = health("--require-version", NEW)
     assert "an unrecorded version (an older release)" in mixed.stdout
     stop(old)
+    stop(new)
+
+
+def test_the_documented_deploy_steps_lose_nothing_and_steer_handbacks(
+    start_supervisor, older_release, tmp_path
+):
+    """docs/deployment.rst's order of steps, with both webs enqueuing: every
+    job runs once, on a version that has it, and none waits long for it."""
+    ran = tmp_path / "ran.txt"
+    delay = 0.3
+    old = start_supervisor(env=environment(OLD), root=older_release)
+    wait_for_versions(OLD)
+
+    # Step 2: the new release's supervisors start beside the old ones; both
+    # releases' web code enqueues, each the task the other lacks.
+    new = start_supervisor(env=environment(NEW))
+    wait_for_versions(OLD, NEW)
+    for round in range(3):
+        enqueue_with(
+            older_release,
+            "from tests import deploy_tasks, tasks; r = sys.argv[2]; "
+            "[deploy_tasks.dropped_in_the_new_release.enqueue(sys.argv[1], "
+            "f'old-{r}-{n}') for n in range(8)]; "
+            "[tasks.record_run.enqueue(sys.argv[1], f'plain-old-{r}-{n}') "
+            "for n in range(4)]",
+            str(ran),
+            str(round),
+        )
+        for n in range(8):
+            deploy_tasks.new_in_this_release.enqueue(str(ran), f"new-{round}-{n}")
+            tasks.record_run.enqueue(str(ran), f"plain-new-{round}-{n}")
+
+    # Step 3: the old release may stop once nothing only it can run is queued.
+    handover = health("--require-version", NEW, "--handover", "--wait", "60")
+    assert handover.returncode == 0, handover.stdout + handover.stderr
+    assert "ok   departing: no queued job needs another version" in handover.stdout
+    # Step 4: stop it; step 5: every live process runs the new release.
+    stop(old)
+    done = health("--require-version", NEW, "--wait", "30")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    wait_for(
+        lambda: Job.objects.finished().count() == Job.objects.count(),
+        timeout=60,
+        message="every job ran",
+    )
+    assert FailedExecution.objects.count() == 0
+    runs = runs_by_label(ran)
+    assert len(runs) == Job.objects.count() == 3 * (8 + 4 + 16)
+    assert set(runs.values()) == {1}
+    versions = {
+        line.split()[0]: line.split()[1]
+        for line in ran.read_text().split("\n")
+        if line.startswith(("old-", "new-"))
+    }
+    assert {v for label, v in versions.items() if label.startswith("old-")} == {OLD}
+    assert {v for label, v in versions.items() if label.startswith("new-")} == {NEW}
+    # Handed-back jobs start soon after their first handback: left to the
+    # version that has not tried them, not claimed again by their own.
+    waits = sorted(
+        (
+            job.started_at - datetime.fromisoformat(job.handbacks["since"])
+        ).total_seconds()
+        for job in Job.objects.filter(handbacks__isnull=False)
+    )
+    assert waits
+    p95 = waits[int(0.95 * (len(waits) - 1))]
+    print(f"{len(waits)} handed back; start after first handback p95 {p95:.2f} s")
+    assert p95 <= delay + scaled(2), waits
     stop(new)

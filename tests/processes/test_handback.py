@@ -5,6 +5,8 @@ tests/integration/test_rolling_deploys.py runs two checkouts side by side;
 these look at one worker's decision and what it writes.
 """
 
+import io
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -14,6 +16,7 @@ from django.contrib import admin
 from django.db import connection, connections
 from django.utils import timezone
 
+from steady_queue import enqueue_many
 from steady_queue.admin.jobs import JobAdmin
 from steady_queue.compat import TaskResultStatus
 from steady_queue.conf.version import code_version, git_commit, tasks_hash
@@ -22,9 +25,11 @@ from steady_queue.models import (
     ClaimedExecution,
     Job,
     Process,
+    ReadyExecution,
     ScheduledExecution,
     Semaphore,
 )
+from steady_queue.models.fields import UnreadableJSON
 from steady_queue.processes.handback import decide
 
 from .. import tasks
@@ -55,13 +60,17 @@ def test_a_worker_hands_back_while_another_version_is_alive():
 
     assert decision.error is None
     assert decision.handbacks == handed_back(NOW, ["v1"])
+    assert not decision.held and decision.untried == ("v2",)
 
 
-def test_a_worker_hands_back_for_the_grace_when_no_other_version_runs_yet():
+def test_a_worker_holds_the_job_for_the_grace_when_no_other_version_runs_yet():
     # A new release's web code enqueued first; its workers are not up yet.
     first = decide(
         job(), LOAD_ERROR, version="v1", live_versions=["v1"], now=NOW, grace=60
     )
+    # Held until the grace ends, not claimed again every handback_delay.
+    assert first.held and first.run_at == NOW + timedelta(seconds=61)
+    assert first.handbacks["held_until"] == first.run_at.isoformat()
     later = NOW + timedelta(seconds=59)
     again = decide(
         job(first.handbacks),
@@ -73,7 +82,10 @@ def test_a_worker_hands_back_for_the_grace_when_no_other_version_runs_yet():
     )
 
     assert again.error is None
-    assert again.handbacks == handed_back(later, ["v1"], since=NOW, seen=NOW, count=2)
+    assert again.handbacks == {
+        **handed_back(later, ["v1"], since=NOW, seen=NOW, count=2),
+        "held_until": first.run_at.isoformat(),
+    }
 
 
 def test_past_the_grace_with_every_live_version_tried_the_job_fails_naming_them():
@@ -124,7 +136,10 @@ def test_a_record_older_than_the_grace_starts_over():
     )
 
     assert decision.error is None
-    assert decision.handbacks == handed_back(later, ["v2"])
+    assert decision.handbacks == {
+        **handed_back(later, ["v2"]),
+        "held_until": (later + timedelta(seconds=61)).isoformat(),
+    }
 
 
 def test_a_delay_longer_than_the_grace_still_ends_in_a_failure():
@@ -241,3 +256,344 @@ def test_a_handback_the_database_refuses_goes_back_to_ready_at_the_next_poll(
     assert row.handbacks["count"] == 1
     assert ScheduledExecution.objects.filter(job_id=row.pk).exists()
     assert not ClaimedExecution.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_version_longer_than_the_column_is_recorded_whole_and_required_as_given(
+    settings,
+):
+    from django.core.management import call_command
+
+    image = "registry.example.com/shop/web@sha256:" + "a" * 64
+    image += "-" * (136 - len(image))
+    other = image[:-1] + "x"
+    code_version.cache_clear()
+    settings.STEADY_QUEUE_CODE_VERSION = image
+    try:
+        mine = code_version()
+        settings.STEADY_QUEUE_CODE_VERSION = other
+        code_version.cache_clear()
+        theirs = code_version()
+    finally:
+        code_version.cache_clear()
+
+    assert len(image) == 136
+    # Two versions that differ past the column's length stay two.
+    assert mine != theirs
+    assert len(mine) <= 128 and len(theirs) <= 128
+    Process.objects.register(kind="supervisor", name="sup-long", code_version=mine)
+    out = io.StringIO()
+    call_command(
+        "steady_queue", "health", "--anywhere", "--require-version", image, stdout=out
+    )
+    assert "ok   version: all 1 live process(es) run" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "stored",
+    [
+        [1, 2],
+        "handed back",
+        {"since": "yesterday", "versions": ["v0"]},
+        {"since": "2026-11-27T12:00:00", "versions": ["v0"]},
+        {"last_at": 12},
+        {"versions": 5},
+        {"versions": ["v0"], "count": "many"},
+    ],
+)
+def test_an_unparsable_handbacks_column_fails_its_job_alone_with_our_error(
+    make_worker, stored
+):
+    broken = tasks.noop.enqueue()
+    fine = tasks.noop.enqueue()
+    Job.objects.filter(pk=int(broken.id)).update(
+        task_path="tests.tasks.renamed_away", handbacks=stored
+    )
+    worker = make_worker(threads=2)
+    worker.handbacks.options = replace(worker.options, handback_grace=600)
+
+    worker.poll()
+    worker.pool.run_all()
+    worker.poll()
+
+    # Failed at once, not put back to ready to be claimed again.
+    assert not worker.claims_uncertain
+    assert not ClaimedExecution.objects.exists()
+    assert not ScheduledExecution.objects.exists()
+    row = Job.objects.get(pk=int(broken.id))
+    error = row.errors[-1]
+    assert error["exception_class_path"] == "steady_queue.exceptions.TaskNotFoundError"
+    assert "its handbacks column holds" in error["traceback"]
+    assert "tests.tasks.renamed_away" in error["traceback"]
+    assert Job.objects.get(pk=int(fine.id)).finished_at is not None
+
+
+def test_an_undecodable_handbacks_value_fails_the_job_with_our_error():
+    decision = decide(
+        job(UnreadableJSON("RecursionError: too deep")),
+        LOAD_ERROR,
+        version="v1",
+        live_versions=["v1", "v2"],
+        now=NOW,
+        grace=60,
+    )
+
+    assert isinstance(decision.error, TaskNotFoundError)
+    assert "RecursionError: too deep" in str(decision.error)
+
+
+def unloadable(count=1, queue=None):
+    """Jobs of a task no code defines (a rolling deploy's other release)."""
+    task = tasks.noop.using(queue_name=queue) if queue else tasks.noop
+    results = enqueue_many(task, [((), {})] * count)
+    ids = [int(result.id) for result in results]
+    Job.objects.filter(pk__in=ids).update(task_path="tests.tasks.renamed_away")
+    return ids
+
+
+def worker_of(make_worker, threads=2, delay=0.05, grace=600):
+    worker = make_worker(threads=threads)
+    worker.handbacks.options = replace(
+        worker.options, handback_grace=grace, handback_delay=delay
+    )
+    return worker
+
+
+def other_version_worker(version="v-other", queues="*"):
+    return Process.objects.register(
+        kind="worker",
+        name=f"worker-{version}-{queues}",
+        metadata={"backend": "default", "queues": queues},
+        code_version=version,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_no_other_live_version_can_take_is_held_until_its_grace_ends(
+    make_worker,
+):
+    [job_id] = unloadable()
+    worker = worker_of(make_worker, delay=0.05, grace=600)
+
+    worker.poll()
+
+    # Not due again handback_delay later, to be claimed and handed back
+    # every 0.05 s: held, unclaimed, until the grace ends.
+    scheduled = ScheduledExecution.objects.get(job_id=job_id)
+    assert scheduled.scheduled_at >= timezone.now() + timedelta(seconds=590)
+    record = Job.objects.get(pk=job_id).handbacks
+    assert record["held_until"] == scheduled.scheduled_at.isoformat()
+    assert record["count"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_of_another_version_on_other_queues_does_not_keep_a_job_waiting(
+    make_worker,
+):
+    other_version_worker(queues="elsewhere,reports*")
+    [job_id] = unloadable()
+    # Handed back by this version for longer than the grace already.
+    now = timezone.now()
+    record = handed_back(
+        now - timedelta(seconds=1),
+        [code_version()],
+        since=now - timedelta(seconds=700),
+        seen=now - timedelta(seconds=700),
+        count=40,
+    )
+    Job.objects.filter(pk=job_id).update(handbacks=record)
+    worker = worker_of(make_worker, delay=0.05, grace=600)
+
+    worker.poll()
+    worker.poll()
+
+    # The other version never claims from this queue: nothing waits for it.
+    row = Job.objects.get(pk=job_id)
+    assert row.finished_at is not None and not ScheduledExecution.objects.exists()
+    assert "No live code version could load the task" in row.errors[-1]["traceback"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_another_live_version_may_run_is_left_to_it_by_this_version(
+    make_worker,
+):
+    other_version_worker(queues="default")
+    [job_id] = unloadable()
+    [limited] = unloadable(queue=None)
+    Job.objects.filter(pk=limited).update(concurrency_key="k")
+    worker = worker_of(make_worker, delay=30, grace=600)
+    twin = worker_of(make_worker, delay=30, grace=600)  # same version
+
+    before = timezone.now()
+    worker.poll()
+
+    # Ready at once for the other version, and no worker of this one
+    # claims it again (each would hand it back, again and again).
+    ready = ReadyExecution.objects.get(job_id=job_id)
+    assert ready.handed_back_by == code_version()
+    assert "held_until" not in Job.objects.get(pk=job_id).handbacks
+    twin.poll()
+    worker.poll()
+    assert ReadyExecution.objects.filter(job_id=job_id).exists()
+    assert Job.objects.get(pk=job_id).handbacks["count"] == 1
+    # A limited job waits the delay, to pass its limits again.
+    scheduled = ScheduledExecution.objects.get(job_id=limited)
+    assert scheduled.scheduled_at >= before + timedelta(seconds=29)
+
+    # The other version's worker claims it; it cannot load it either: with
+    # every live version tried, it is held.
+    other = worker_of(make_worker)
+    other.handbacks.version = other.selector.code_version = "v-other"
+    other.poll()
+    record = Job.objects.get(pk=job_id).handbacks
+    assert record["count"] == 2 and "held_until" in record
+    assert record["versions"] == sorted([code_version(), "v-other"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_left_for_a_version_that_is_gone_are_claimed_again(make_worker):
+    other_version_worker(queues="default")
+    [job_id] = unloadable()
+    worker = worker_of(make_worker, delay=30, grace=600)
+    worker.poll()
+    assert ReadyExecution.objects.get(job_id=job_id).handed_back_by
+
+    Process.objects.filter(code_version="v-other").delete()
+    worker.handbacks.next_wake_check = 0
+    worker.poll()
+
+    # Claimed again by this version: nothing else could run it, so held.
+    assert not ReadyExecution.objects.filter(job_id=job_id).exists()
+    record = Job.objects.get(pk=job_id).handbacks
+    assert record["count"] == 2 and "held_until" in record
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claims_unloadable_jobs_are_handed_back_together(make_worker):
+    from django.test.utils import CaptureQueriesContext
+
+    worker = worker_of(make_worker, threads=4, delay=30)
+    worker.poll()  # the first look at the live versions (wake_held)
+
+    def statements_to_hand_back(count):
+        ids = unloadable(count)
+        with CaptureQueriesContext(connection) as captured:
+            worker.poll()
+        assert ScheduledExecution.objects.filter(job_id__in=ids).count() == count
+        return len(captured.captured_queries)
+
+    # Four jobs cost the statements of one: one transaction, not a chain each.
+    assert statements_to_hand_back(4) == statements_to_hand_back(1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_job_is_made_ready_once_a_version_that_has_not_tried_it_lives(
+    make_worker,
+):
+    [held] = unloadable()
+    worker = worker_of(make_worker, delay=0.05, grace=600)
+    worker.poll()
+    # A job retried for later after a handback keeps its record: not a hold.
+    [retried] = unloadable()
+    Job.objects.filter(pk=retried).update(handbacks=Job.objects.get(pk=held).handbacks)
+    ScheduledExecution.objects.create_all_at(
+        [(Job.objects.get(pk=retried), timezone.now() + timedelta(hours=1))],
+        timezone.now(),
+    )
+    ReadyExecution.objects.filter(job_id=retried).delete()
+    worker.handbacks.next_wake_check = 0
+    assert worker.handbacks.wake_held() == []
+
+    other_version_worker(queues="*")
+    worker.handbacks.next_wake_check = 0
+
+    assert worker.handbacks.wake_held() == [held]
+    assert ReadyExecution.objects.filter(job_id=held).exists()
+    assert ScheduledExecution.objects.filter(job_id=retried).exists()
+    # Looked at again only when the live versions change.
+    worker.handbacks.next_wake_check = 0
+    assert worker.handbacks.wake_held() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_warning_per_task_per_interval_says_why_and_what_to_do(make_worker, caplog):
+    unloadable(6)
+    worker = worker_of(make_worker, threads=2, delay=0.05, grace=600)
+
+    with caplog.at_level(logging.WARNING, logger="steady_queue"):
+        for _ in range(4):
+            worker.poll()
+
+    assert ScheduledExecution.objects.count() == 6
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    message = warnings[0].getMessage()
+    assert "cannot load the task 'tests.tasks.renamed_away'" in message
+    assert "no live worker of another code version serves queue 'default'" in message
+    assert "Start the release that defines the task" in message
+    assert "discard the jobs" in message
+
+
+@pytest.mark.django_db
+def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_run():
+    from django.core.management import CommandError, call_command
+
+    def health(*args):
+        out = io.StringIO()
+        try:
+            call_command("steady_queue", "health", "--anywhere", *args, stdout=out)
+        except CommandError:
+            return False, out.getvalue()
+        return True, out.getvalue()
+
+    new = code_version()
+    Process.objects.register(kind="supervisor", name="sup-new", code_version=new)
+    Process.objects.register(kind="worker", name="worker-new", code_version=new)
+    other_version_worker("v-old")
+    unloadable(3)
+    tasks.noop.enqueue()
+
+    ok, out = health("--require-version", new, "--handover")
+    assert not ok
+    assert "ok   version: 1 live worker(s) run" in out
+    assert "FAIL departing: 3 queued job(s) of task(s) this code" in out
+    assert "live workers of other versions: 'v-old'" in out
+    assert "tests.tasks.renamed_away (3)" in out
+    # Without --handover, every live process must run it as well.
+    ok, out = health("--require-version", new)
+    assert not ok and "FAIL version: 1 live not on" in out
+
+    # Once they ran (here: discarded), the old release may stop.
+    ReadyExecution.objects.filter(
+        job__task_path="tests.tasks.renamed_away"
+    ).discard_all()
+    ok, out = health("--require-version", new, "--handover")
+    assert ok, out
+    assert "ok   departing: no queued job needs another version" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_shows_the_held_jobs_those_left_for_another_version_and_why(
+    make_worker,
+):
+    from django.core.management import call_command
+
+    [held] = unloadable(queue="low")
+    worker = worker_of(make_worker, delay=30, grace=600)
+    worker.poll()
+    other_version_worker(queues="default")
+    unloadable()
+    worker.poll()
+
+    out = io.StringIO()
+    call_command("steady_queue", "status", stdout=out)
+
+    text = out.getvalue()
+    assert "Handbacks: 1 held (no live worker of a version that has not" in text
+    assert f"Handbacks: 1 ready for another version, left by {code_version()!r}" in (
+        text
+    )
+    assert "this code cannot load (only another version can run them): " in text
+    assert "tests.tasks.renamed_away (2)" in text
+    assert ScheduledExecution.objects.filter(job_id=held).exists()

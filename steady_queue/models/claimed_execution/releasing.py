@@ -3,6 +3,7 @@ cancelled, by a supervisor, a dispatcher or an operator.
 """
 
 import logging
+from datetime import timedelta
 
 from django.db import DatabaseError
 from django.db.models import Q
@@ -78,26 +79,55 @@ class Releasing:
             )
         return list(claims)
 
-    def hand_back(self, handbacks, run_at):
-        """Put these claimed jobs back to run at ``run_at``, counting no
-        attempt, and keep ``handbacks`` on them; return their ids.
+    def hand_back(self, records, version=None, delay=0.0):
+        """Put these claimed jobs back, counting no attempt, keeping each
+        one's ``handbacks`` from ``records`` ({job id: (handbacks, run at)});
+        return their ids. One transaction for them all.
 
-        For a worker that could not load their task (a rolling deploy:
-        processes/handback.py): another code version's worker may. Their
-        concurrency slots are given back, as for a retry; they pass their
-        limits again when dispatched. Only claims still held go back.
+        For a worker of ``version`` that could not load their task (a
+        rolling deploy: processes/handback.py). A job with a run-at time is
+        scheduled for it. One without is for a worker of another version:
+        made ready at once, marked as handed back by ``version`` (whose
+        workers leave it), unless it is limited: then scheduled ``delay``
+        seconds on. Their concurrency slots are given back, as for a retry;
+        they pass their limits again when dispatched. Only claims still held
+        go back.
         """
+        now = timezone.now()
         with atomic(using=self.db):
             claims, jobs = self._take_claims(
                 lambda jobs: jobs.only(
-                    "pk", "queue_name", "priority", "concurrency_key", "limit_keys"
+                    "pk",
+                    "queue_name",
+                    "priority",
+                    "backend_name",
+                    "concurrency_key",
+                    "limit_keys",
                 )
             )
-            job_rows = models_package.Job.objects.using(self.db).filter(pk__in=claims)
-            job_rows.update(handbacks=handbacks)
+            for job in jobs:
+                job.handbacks = records[job.pk][0]
+            models_package.Job.objects.using(self.db).bulk_update(jobs, ["handbacks"])
+            steered = [
+                job
+                for job in jobs
+                if records[job.pk][1] is None
+                and not job.concurrency_key
+                and not job.limit_keys
+            ]
+            steered_ids = {job.pk for job in steered}
+            later = now + timedelta(seconds=delay)
             models_package.ScheduledExecution.objects.using(self.db).create_all_at(
-                [(job, run_at) for job in jobs], timezone.now()
+                [
+                    (job, records[job.pk][1] or later)
+                    for job in jobs
+                    if job.pk not in steered_ids
+                ],
+                now,
             )
+            if steered:
+                ready = models_package.ReadyExecution.objects.using(self.db)
+                ready.create_all_handed_back(steered, version, now)
             self.release_concurrency_slots(jobs)
         return list(claims)
 

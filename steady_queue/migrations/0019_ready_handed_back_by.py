@@ -1,0 +1,16 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('steady_queue', '0016_claim_started'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='readyexecution',
+            name='handed_back_by',
+            field=models.CharField(blank=True, max_length=128, null=True),
+        ),
+    ]
