@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('steady_queue', '0016_claim_started'),
+        ('steady_queue', '0018_job_has_errors'),
     ]
 
     operations = [
