@@ -22,7 +22,12 @@ from .. import tasks
 from ..helpers import scaled, wait_for
 from .support import wait_for_exit
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# About 90 s a database: with the slow tests, once per database on Django 6.1.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
 
 UNLOADABLE = 2000
 ORDINARY = 30
