@@ -16,6 +16,16 @@ def scaled(seconds):
     return seconds * TIME_SCALE
 
 
+def load_stretched(seconds):
+    """A wall-clock bound of ``seconds``, stretched by how loaded the machine
+    is now beyond twice its cores (the suite's own lanes load it about that
+    much): beside two CPU burners a page that takes 0.3 s alone takes
+    seconds, and a bound that does not stretch fails the run for no fault of
+    the code. Idle, the bound is ``seconds``: it keeps its power there."""
+    busy = os.getloadavg()[0] / (2 * (os.cpu_count() or 1))
+    return seconds * max(1.0, busy)
+
+
 def wait_for(predicate, timeout=10.0, interval=0.02, message=None):
     """Return predicate()'s first truthy value, or fail after ``timeout`` seconds
     (times TIME_SCALE)."""

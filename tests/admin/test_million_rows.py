@@ -14,7 +14,7 @@ from django.db import connection
 from django.urls import reverse
 
 from ..emptying import empty_written_tables
-from ..helpers import TIME_SCALE
+from ..helpers import TIME_SCALE, load_stretched
 
 ROWS = 1_000_000
 # Seconds, per page, on a 2-core machine; a loaded run (the suite's lanes,
@@ -152,7 +152,8 @@ PAGES = {
 def test_page_renders_within_its_bound_on_a_million_jobs(million, operator, page):
     _, elapsed = timed_get(operator, PAGES[page])
     print(f"\n  {connection.vendor}: {page} rendered in {elapsed * 1000:.0f} ms")
-    assert elapsed < PAGE_BOUND, f"{page} took {elapsed:.2f}s"
+    bound = load_stretched(PAGE_BOUND)
+    assert elapsed < bound, f"{page} took {elapsed:.2f}s (bound {bound:.1f} s)"
 
 
 def test_searching_every_jobs_arguments_stays_within_its_bound(million, operator):
@@ -162,7 +163,8 @@ def test_searching_every_jobs_arguments_stays_within_its_bound(million, operator
 
     print(f"\n  {connection.vendor}: search by argument rendered in {elapsed:.2f} s")
     assert list(response.context["cl"].result_list) == []
-    assert elapsed < ARGUMENT_SEARCH_BOUND, f"the search took {elapsed:.2f}s"
+    bound = load_stretched(ARGUMENT_SEARCH_BOUND)
+    assert elapsed < bound, f"the search took {elapsed:.2f}s (bound {bound:.1f} s)"
 
 
 def test_the_performance_page_reads_a_week_of_durations(million, operator):
