@@ -12,6 +12,7 @@ from steady_queue.processes.queue_selector import QueueSelector
 from .. import tasks
 from ..factories import jobs_of, registered_process
 from ..helpers import wait_for
+from ..lock_waits import LOCK_VIEW_REFRESH, session_id, waits_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,35 +53,6 @@ def test_forget_stale_deletes_every_stale_key_a_batch_at_a_time():
     assert list(UniqueKey.objects.values_list("job_id", flat=True)) == [int(pending.id)]
 
 
-def session_id():
-    """This thread's database session, as the lock views name it."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-        else:
-            cursor.execute("SELECT CONNECTION_ID()")
-        return cursor.fetchone()[0]
-
-
-def waits_for_a_lock(session):
-    """Whether a database session is waiting for a row lock right now."""
-    if session is None:
-        return False
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
-                [session],
-            )
-            return cursor.fetchone()[0]
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.innodb_trx "
-            "WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'",
-            [session],
-        )
-        return cursor.fetchone()[0] > 0
-
-
 @pytest.mark.skipif(
     connection.vendor == "sqlite",
     reason="SQLite serialises writers: maintenance cannot run while an enqueue "
@@ -113,6 +85,7 @@ def test_maintenance_racing_an_enqueue_keeps_the_key_it_took_over():
         # then either skips the locked row or waits for it. Only then commit.
         wait_for(
             lambda: finished.is_set() or waits_for_a_lock(maintenance.get("session")),
+            interval=LOCK_VIEW_REFRESH,
             message="maintenance done or waiting for the key's row",
         )
     thread.join(timeout=30)
