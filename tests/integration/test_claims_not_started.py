@@ -131,20 +131,8 @@ def test_a_tree_killed_whole_and_pruned_by_another_supervisor_sends_claims_back(
         first, path, lambda: tasks.starts_then_sleeps.enqueue(str(notes), 60)
     )
     wait_for(notes.exists, message="the sleeper to start")
-    dead_names = {row.name for row in rows()}
-
-    # The plug is pulled: the whole tree dies at once, with whatever it knew.
-    first.kill_group()
-    wait_for(lambda: live_group_members(first.pid) == [], message="the tree died")
-
-    successor = start_supervisor(
-        env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
-    )
-    wait_for(
-        lambda: not Process.objects.filter(name__in=dead_names).exists(),
-        timeout=20,
-        message="the dead tree's rows were pruned",
-    )
+    # The plug is pulled: the whole tree dies at once, memory and all.
+    successor = kill_the_tree_then_prune_it(first, start_supervisor)
     wait_until_settled(warmed + 1 + BEHIND)
     assert status_of(sleeper) == TaskResultStatus.FAILED
     assert last_error_class(sleeper) == PRUNED_ERROR
@@ -230,12 +218,23 @@ def test_a_tree_killed_whole_mid_drain_and_pruned_fails_only_the_runs_it_cut(
         message="both threads running a long job",
     )
     assert ClaimedExecution.objects.not_started().exists()
-    dead_names = {row.name for row in rows()}
-
     # The plug is pulled: the whole tree dies at once, memory and all.
+    successor = kill_the_tree_then_prune_it(first, start_supervisor)
+    wait_until_settled(len(jobs))
+    counts = assert_no_run_lost_or_doubled(jobs, path)
+    assert counts["failed mid-run"] == GATES
+    assert {status_of(gate) for gate in gates} == {TaskResultStatus.FAILED}
+    assert {last_error_class(gate) for gate in gates} == {PRUNED_ERROR}
+    successor.signal(signal.SIGTERM)
+    assert wait_for_exit(successor) == 0
+
+
+def kill_the_tree_then_prune_it(first, start_supervisor):
+    """Kill -9 a supervisor's whole tree at once, then start a successor
+    that prunes its rows; return the successor once they are gone."""
+    dead_names = {row.name for row in rows()}
     first.kill_group()
     wait_for(lambda: live_group_members(first.pid) == [], message="the tree died")
-
     successor = start_supervisor(
         env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
     )
@@ -244,10 +243,4 @@ def test_a_tree_killed_whole_mid_drain_and_pruned_fails_only_the_runs_it_cut(
         timeout=20,
         message="the dead tree's rows were pruned",
     )
-    wait_until_settled(len(jobs))
-    counts = assert_no_run_lost_or_doubled(jobs, path)
-    assert counts["failed mid-run"] == GATES
-    assert {status_of(gate) for gate in gates} == {TaskResultStatus.FAILED}
-    assert {last_error_class(gate) for gate in gates} == {PRUNED_ERROR}
-    successor.signal(signal.SIGTERM)
-    assert wait_for_exit(successor) == 0
+    return successor
