@@ -4,16 +4,26 @@ run (docs/deployment.rst, "Rolling deploys"), for ``status`` and ``health``."""
 from collections import Counter
 
 from ..exceptions import TaskNotFoundError
-from ..models import BlockedExecution, ReadyExecution, ScheduledExecution
+from ..models import (
+    BlockedExecution,
+    ClaimedExecution,
+    ReadyExecution,
+    ScheduledExecution,
+)
 from ..pipeline.loader import load_task
 from ..processes.handback import HOLD_MATCH, read_record
 
 
 def stranded_by_task(backend):
-    """Return {task path: queued jobs} of the queued (ready, scheduled or
-    blocked) jobs whose task this process's code cannot load."""
+    """Return {task path: jobs} of the queued (ready, scheduled or blocked)
+    and running jobs whose task this process's code cannot load.
+
+    A running one counts too: stopped before it ends (a graceful stop past
+    its timeout), it is handed back, and only its own version can run it.
+    """
     counts = Counter()
-    for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
+    models = (ReadyExecution, ScheduledExecution, BlockedExecution, ClaimedExecution)
+    for model in models:
         executions = model.objects.using(backend.database).for_backend(backend.alias)
         counts.update(executions.counts_by_task())
     return {path: n for path, n in counts.items() if not _loads(path)}
@@ -56,8 +66,8 @@ def handback_lines(overview):
     if stranded:
         tasks = ", ".join(f"{path} ({n})" for path, n in sorted(stranded.items()))
         lines.append(
-            f"Queued jobs of tasks this code cannot load (only another version "
-            f"can run them): {tasks}"
+            f"Queued or running jobs of tasks this code cannot load (only "
+            f"another version can run them): {tasks}"
         )
     return lines
 

@@ -58,7 +58,8 @@ def check_health(backend, this_host=False, require_version=None, handover=False)
 
     With ``require_version``, two more: every live process runs that code
     version (with ``handover``: a worker of it is alive, whatever else runs),
-    and no queued job's task fails to load in this process's code, which a
+    and no queued or running job's task fails to load in this process's code,
+    which a
     rolling deploy runs from the new release: only a departing version can
     run such jobs (a rolling deploy waits for both before going on).
     """
@@ -83,11 +84,14 @@ def check_health(backend, this_host=False, require_version=None, handover=False)
 
 
 def _departing_check(backend, processes, now, version):
-    """Whether any queued job (ready, scheduled or blocked) has a task this
-    process's code cannot load: only another code version can run it."""
+    """Whether any queued (ready, scheduled or blocked) or running job has a
+    task this process's code cannot load: only another code version can run
+    it, and a running one stopped before it ends is handed back."""
     stranded = stranded_by_task(backend)
     if not stranded:
-        return Check("departing", True, "no queued job needs another version")
+        return Check(
+            "departing", True, "no queued or running job needs another version"
+        )
     threshold = backend.config.process_alive_threshold
     others = processes.alive(threshold, now).filter(kind="worker")
     others = others.not_running(recorded(version)).running_versions()
@@ -96,7 +100,7 @@ def _departing_check(backend, processes, now, version):
     return Check(
         "departing",
         False,
-        f"{sum(stranded.values())} queued job(s) of task(s) this code "
+        f"{sum(stranded.values())} queued or running job(s) of task(s) this code "
         f"({describe_version(code_version())}) cannot load, which only another "
         f"version can run (live workers of other versions: {by}): {tasks}. "
         "Keep the release that defines them running until they ran, or "

@@ -557,7 +557,7 @@ def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_
     ok, out = health("--require-version", new, "--handover")
     assert not ok
     assert "ok   version: 1 live worker(s) run" in out
-    assert "FAIL departing: 3 queued job(s) of task(s) this code" in out
+    assert "FAIL departing: 3 queued or running job(s) of task(s) this code" in out
     assert "live workers of other versions: 'v-old'" in out
     assert "tests.tasks.renamed_away (3)" in out
     # Without --handover, every live process must run it as well.
@@ -570,7 +570,38 @@ def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_
     ).discard_all()
     ok, out = health("--require-version", new, "--handover")
     assert ok, out
-    assert "ok   departing: no queued job needs another version" in out
+    assert "ok   departing: no queued or running job needs another version" in out
+
+
+@pytest.mark.django_db
+def test_health_handover_waits_for_a_running_job_only_a_departing_version_can_run():
+    """A job of a task only the old release has, running on its worker: the
+    old release's stop would hand it back, and the new code cannot run it."""
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    new = code_version()
+    Process.objects.register(kind="supervisor", name="sup-new", code_version=new)
+    Process.objects.register(kind="worker", name="worker-new", code_version=new)
+    old = other_version_worker("v-old")
+    [job_id] = unloadable()
+    ReadyExecution.objects.filter(job_id=job_id).delete()
+    ClaimedExecution.objects.claim_all([job_id], old.pk, timezone.now())
+
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command(
+            "steady_queue",
+            "health",
+            "--anywhere",
+            "--require-version",
+            new,
+            "--handover",
+            stdout=out,
+        )
+    assert "FAIL departing: 1 queued or running job(s)" in out.getvalue()
+    assert "tests.tasks.renamed_away (1)" in out.getvalue()
 
 
 @pytest.mark.django_db(transaction=True)
