@@ -149,6 +149,17 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         self.notify_ready(Counter(job.backend_name for job in jobs))
         return executions
 
+    def leave_for_other_versions(self, left_by):
+        """Mark ready rows as handed back by a version ({job id: version}):
+        its workers do not claim them while another version may. In the
+        caller's transaction (the one that made them ready), so no worker of
+        that version sees them unmarked."""
+        by_version = {}
+        for job_id, version in left_by.items():
+            by_version.setdefault(version, []).append(job_id)
+        for version, job_ids in by_version.items():
+            self.filter(job_id__in=job_ids).update(handed_back_by=version)
+
     def counts_by_handed_back_by(self):
         """Return {code version: rows it handed back for another version}."""
         rows = self.exclude(handed_back_by=None).values_list("handed_back_by")

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..dialects.isolation import atomic
 from ..exceptions import TaskNotFoundError
 from ..models import ClaimedExecution, Process, ReadyExecution, ScheduledExecution
 from ..models.fields import UnreadableJSON
@@ -256,17 +257,24 @@ class Handbacks:
             # claimed again, they are handed back for those alive, or held.
             ReadyExecution.objects.using(self.database).steer_back(self.version)
         scheduled = ScheduledExecution.objects.using(self.database)
-        ids = [
-            job_id
+        # {job id: the version that handed it back last}: made ready, each is
+        # left for the others, as a handback for a live version is, or that
+        # version's workers (idle, as they hold nothing) claim it back first.
+        left_by = {
+            job_id: _last_version(stored)
             for job_id, queue, backend, scheduled_at, stored in (
                 scheduled.held_handbacks(self.options.handback_grace)
             )
             if _wakes(
                 stored, scheduled_at, versions_serving(queue_lists, backend, queue)
             )
-        ]
+        }
+        ids = list(left_by)
         if ids:
-            scheduled.filter(job_id__in=ids).make_ready_now()
+            with atomic(using=self.database):
+                scheduled.filter(job_id__in=ids).make_ready_now()
+                ready = ReadyExecution.objects.using(self.database)
+                ready.leave_for_other_versions(left_by)
             logger.info(
                 "%s: made ready %s held job(s) that a live worker of a version "
                 "that has not tried them may run",
@@ -274,6 +282,12 @@ class Handbacks:
                 len(ids),
             )
         return ids
+
+
+def _last_version(stored):
+    """The version that handed a job back last, from its ``handbacks``."""
+    versions = read_record(stored)["versions"]
+    return versions[-1] if versions else None
 
 
 def _wakes(stored, scheduled_at, serving):

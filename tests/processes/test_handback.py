@@ -509,7 +509,11 @@ def test_a_held_job_is_made_ready_once_a_version_that_has_not_tried_it_lives(
     worker.handbacks.next_wake_check = 0
 
     assert worker.handbacks.wake_held() == [held]
-    assert ReadyExecution.objects.filter(job_id=held).exists()
+    # Ready for the version that has not tried it: the one that held it
+    # leaves it alone (its idle workers would claim it back first).
+    woken = ReadyExecution.objects.get(job_id=held)
+    assert woken.handed_back_by == code_version()
+    assert not ReadyExecution.objects.claimable_by(code_version()).exists()
     assert ScheduledExecution.objects.filter(job_id=retried).exists()
     # Looked at again only when the live versions change.
     worker.handbacks.next_wake_check = 0
