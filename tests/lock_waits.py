@@ -1,6 +1,8 @@
 """Test helpers: which database session a thread uses, and whether it waits
 for a row lock now (to hold one transaction open while another runs into it)."""
 
+import threading
+
 from django.db import connection
 
 # How often to poll waits_for_a_lock(): MariaDB refreshes its InnoDB
@@ -40,3 +42,39 @@ def waits_for_a_lock(session):
             [session],
         )
         return cursor.fetchone()[0] > 0
+
+
+class OtherSession:
+    """``work()`` run in a thread of its own, on its own database connection,
+    to meet a transaction the test holds open: its session id, what it
+    returned or raised, and whether it began and ended."""
+
+    def __init__(self, work):
+        self.work = work
+        self.session = self.value = self.error = None
+        self.started, self.finished = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def waits_for_a_lock(self):
+        """Whether its session waits for a row lock now (never on SQLite)."""
+        return waits_for_a_lock(self.session)
+
+    def join(self, timeout):
+        """Wait for it to end (its ``value`` or ``error`` is then set)."""
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the other session did not end"
+
+    def _run(self):
+        try:
+            self.session = session_id()
+            self.started.set()
+            self.value = self.work()
+        except Exception as error:
+            self.error = error
+        finally:
+            self.finished.set()
+            connection.close()

@@ -15,6 +15,7 @@ from steady_queue.models import Job, Pause
 from tests.factories import make_job
 
 from ..helpers import scaled, wait_for
+from ..lock_waits import OtherSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,8 +46,7 @@ def discard_beside_a_writer(discard, state, jobs):
     """Run ``discard`` in another thread while this one holds a write
     transaction open; commit once the discard sends its first write to our
     tables (after whatever it read in its transaction), then let it end."""
-    discarding = {}
-    writing, finished = threading.Event(), threading.Event()
+    writing = threading.Event()
 
     def note_writes(execute, sql, params, many, context):
         statement = sql.lstrip().upper()
@@ -55,26 +55,19 @@ def discard_beside_a_writer(discard, state, jobs):
         return execute(sql, params, many, context)
 
     def run():
-        try:
-            with connection.execute_wrapper(note_writes):
-                discard(state, jobs)
-        except Exception as error:
-            discarding["error"] = error
-        finally:
-            finished.set()
-            connection.close()
+        with connection.execute_wrapper(note_writes):
+            discard(state, jobs)
 
-    thread = threading.Thread(target=run)
+    discarding = OtherSession(run)
     with transaction.atomic():
         Pause.objects.pause("elsewhere")  # another writer, holding its lock
-        thread.start()
+        discarding.start()
         wait_for(
-            lambda: writing.is_set() or finished.is_set(),
+            lambda: writing.is_set() or discarding.finished.is_set(),
             message="the discard sending its first write",
         )
-    thread.join(timeout=scaled(30))
-    assert not thread.is_alive()
-    return discarding.get("error")
+    discarding.join(timeout=scaled(30))
+    return discarding.error
 
 
 @pytest.mark.parametrize("state", ["blocked", "scheduled", "ready", "failed"])

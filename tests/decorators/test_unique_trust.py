@@ -1,7 +1,5 @@
 """@unique keys survive maintenance racing an enqueue that takes them over."""
 
-import threading
-
 import pytest
 from django.db import connection, transaction
 
@@ -12,7 +10,7 @@ from steady_queue.processes.queue_selector import QueueSelector
 from .. import tasks
 from ..factories import jobs_of, registered_process
 from ..helpers import wait_for
-from ..lock_waits import LOCK_VIEW_REFRESH, session_id, waits_for_a_lock
+from ..lock_waits import LOCK_VIEW_REFRESH, OtherSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,35 +60,23 @@ def test_forget_stale_deletes_every_stale_key_a_batch_at_a_time():
 def test_maintenance_racing_an_enqueue_keeps_the_key_it_took_over():
     first = tasks.refresh_listing.enqueue(4)
     claim_all()  # started: its key is stale
-    maintenance = {}
-    finished = threading.Event()
-
-    def maintain():
-        try:
-            maintenance["session"] = session_id()
-            Dispatcher.maintain_concurrency(fake_dispatcher())
-        except Exception as error:
-            maintenance["error"] = error
-        finally:
-            finished.set()
-            connection.close()
-
-    thread = threading.Thread(target=maintain)
+    maintenance = OtherSession(
+        lambda: Dispatcher.maintain_concurrency(fake_dispatcher())
+    )
     with transaction.atomic():
         # The enqueue takes the stale key over and holds its row locked.
         second = tasks.refresh_listing.enqueue(4)
         assert second.id != first.id
-        thread.start()
+        maintenance.start()
         # Maintenance reads the key as stale (the takeover is not committed),
         # then either skips the locked row or waits for it. Only then commit.
         wait_for(
-            lambda: finished.is_set() or waits_for_a_lock(maintenance.get("session")),
+            lambda: maintenance.finished.is_set() or maintenance.waits_for_a_lock(),
             interval=LOCK_VIEW_REFRESH,
             message="maintenance done or waiting for the key's row",
         )
-    thread.join(timeout=30)
+    maintenance.join(timeout=30)
 
-    assert not thread.is_alive()
-    assert "error" not in maintenance, maintenance
+    assert maintenance.error is None, maintenance.error
     assert list(UniqueKey.objects.values_list("job_id", flat=True)) == [int(second.id)]
     assert tasks.refresh_listing.enqueue(4).id == second.id

@@ -18,7 +18,7 @@ from steady_queue.testing import run_pending
 
 from .. import tasks
 from ..helpers import scaled, wait_for
-from ..lock_waits import LOCK_VIEW_REFRESH, session_id, waits_for_a_lock
+from ..lock_waits import LOCK_VIEW_REFRESH, OtherSession
 from .test_dependencies import claim_by_a_fake_process, error_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,41 +29,26 @@ def enqueue_beside(dependency, ending):
     open while ``ending`` (which ends the dependency) runs in another
     thread; commit once that thread waits for a lock (or is done), then
     let it finish. Returns the dependent's result."""
-    ended = {}
-    started, finished = threading.Event(), threading.Event()
-
-    def end():
-        try:
-            ended["session"] = session_id()
-            started.set()
-            ending()
-        except Exception as error:
-            ended["error"] = error
-        finally:
-            finished.set()
-            connection.close()
-
-    thread = threading.Thread(target=end)
+    ending = OtherSession(ending)
     with transaction.atomic():
         with depends_on(dependency):
             dependent = tasks.noop.enqueue()
         # The dependency's row is locked and flagged, uncommitted.
         assert Job.objects.get(pk=dependency.id).has_dependents
-        thread.start()
+        ending.start()
         # SQLite has no row locks to watch: its ending waits for this
         # transaction's write lock, or runs after the commit.
         wait_for(
             lambda: (
-                finished.is_set()
-                or (connection.vendor == "sqlite" and started.is_set())
-                or waits_for_a_lock(ended.get("session"))
+                ending.finished.is_set()
+                or (connection.vendor == "sqlite" and ending.started.is_set())
+                or ending.waits_for_a_lock()
             ),
             interval=LOCK_VIEW_REFRESH,
             message="the ending done or waiting for the dependency's row",
         )
-    thread.join(timeout=scaled(30))
-    assert not thread.is_alive()
-    assert "error" not in ended, ended.get("error")
+    ending.join(timeout=scaled(30))
+    assert ending.error is None, ending.error
     return dependent
 
 
@@ -117,8 +102,7 @@ def test_clear_finished_keeps_a_job_a_dependent_enqueued_meanwhile_waits_for():
     deletes it, a dependent's enqueue (held open) flags it: it stays."""
     done = tasks.returns.enqueue("done")
     run_pending()
-    clearing = {}
-    writing, finished = threading.Event(), threading.Event()
+    writing = threading.Event()
 
     def note_writes(execute, sql, params, many, context):
         # The pick (a read) is done once the first write is sent.
@@ -127,36 +111,26 @@ def test_clear_finished_keeps_a_job_a_dependent_enqueued_meanwhile_waits_for():
         return execute(sql, params, many, context)
 
     def clear():
-        try:
-            clearing["session"] = session_id()
-            with connection.execute_wrapper(note_writes):
-                clearing["deleted"] = Job.objects.clear_finished(
-                    timezone.now() + timedelta(days=1)
-                )
-        except Exception as error:
-            clearing["error"] = error
-        finally:
-            finished.set()
-            connection.close()
+        with connection.execute_wrapper(note_writes):
+            return Job.objects.clear_finished(timezone.now() + timedelta(days=1))
 
-    thread = threading.Thread(target=clear)
+    clearing = OtherSession(clear)
     with transaction.atomic():
         with depends_on(done):
             after = tasks.collects_dependencies.enqueue()
-        thread.start()
+        clearing.start()
         # Its delete sent (SQLite), or waiting for the row (a locking pick).
         wait_for(
             lambda: (
                 writing.is_set()
-                or finished.is_set()
-                or waits_for_a_lock(clearing.get("session"))
+                or clearing.finished.is_set()
+                or clearing.waits_for_a_lock()
             ),
             interval=LOCK_VIEW_REFRESH,
             message="clear-finished deleting what it picked",
         )
-    thread.join(timeout=scaled(30))
-    assert not thread.is_alive()
-    assert "error" not in clearing, clearing.get("error")
+    clearing.join(timeout=scaled(30))
+    assert clearing.error is None, clearing.error
 
     assert Job.objects.filter(pk=done.id).exists()
     run_pending()
