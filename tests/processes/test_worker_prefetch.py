@@ -8,7 +8,6 @@ cancelled meanwhile is dropped without running.
 
 import time
 
-
 import pytest
 
 from steady_queue import enqueue_many
