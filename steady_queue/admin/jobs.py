@@ -17,6 +17,7 @@ from ..models import (
 from ..models.job.states import observe, state_of, with_state
 from ..models.process import describe_version
 from ..pipeline.return_values import json_return_value
+from ..processes.handback import read_record
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
 from . import actions, dashboard, performance
@@ -252,15 +253,20 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def handed_back(self, job):
         """By which code versions, when a worker could not load its task
         (rolling deploys: docs/deployment.rst)."""
-        record = job.handbacks
-        if not isinstance(record, dict) or not record.get("versions"):
+        try:
+            record = read_record(job.handbacks)
+        except ValueError as unreadable:
+            # Written by hand: the worker fails such a job with this reason.
+            return f"unreadable: {unreadable}"
+        if not record["versions"]:
             return "-"
         versions = ", ".join(
             describe_version(version) for version in record["versions"]
         )
+        since = record["since"].isoformat() if record["since"] else "?"
         return (
-            f"{record.get('count', 1)} time(s) since {record.get('since', '?')}, "
-            f"by workers of {versions}: {record.get('last_error', '')}"
+            f"{record['count'] or 1} time(s) since {since}, "
+            f"by workers of {versions}: {job.handbacks.get('last_error', '')}"
         )
 
     @admin.display(description="call")
