@@ -35,9 +35,13 @@ def problems_of(metadata, version):
     )
     if REQUIRED_URLS - set(urls):
         yield f"missing Project-URLs: {sorted(REQUIRED_URLS - set(urls))}"
-    checks = Path(__file__).resolve().parent.parent / "steady_queue" / "checks.py"
-    if urls.get("Documentation", "-") not in checks.read_text():
-        yield "the check hints do not point into the Documentation URL"
+    # The hints of checks and errors name pages of docs/, which ship in the
+    # sdist: each page named must exist.
+    root = Path(__file__).resolve().parent.parent
+    for module in sorted((root / "steady_queue").rglob("*.py")):
+        for page in set(re.findall(r"docs/[\w-]+\.rst", module.read_text())):
+            if not (root / page).is_file():
+                yield f"{module.relative_to(root)} names {page}, which does not exist"
     required = [
         entry
         for entry in metadata.get_all("Requires-Dist") or []

@@ -14,6 +14,7 @@ from django.db import connection
 from steady_queue.compat import task_backends
 
 from . import emptying
+from .cpu_ledger import pytest_runtest_protocol  # noqa: F401 (a hook)
 from .helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
