@@ -89,6 +89,9 @@ class TaskPerformance:
     task_path: str
     runs: int
     failed: int
+    # Ended without any attempt (failed because a dependency failed, say):
+    # neither a run nor a failed one.
+    not_run: int
     # Succeeded after at least one failed attempt.
     retried: int
     p50_seconds: float | None
@@ -153,10 +156,12 @@ def runs_by_task_and_bucket(ended):
 
 
 def failed_by_task(failed, since):
-    """{task: jobs failed since ``since``}, read from the small failed table
-    (an EXISTS per ended job would cost more than the rest of the page)."""
+    """{task: jobs failed since ``since`` after a run}, read from the small
+    failed table (an EXISTS per ended job would cost more than the rest of
+    the page). A job failed without running (its dependency failed) is not a
+    failed run."""
     return dict(
-        failed.filter(job__finished_at__gte=since)
+        failed.filter(job__finished_at__gte=since, job__last_attempted_at__isnull=False)
         .values_list("job__task_path")
         .annotate(count=Count("pk"))
         .order_by()
@@ -168,18 +173,24 @@ def summarize(rows, failed):
     rows and failed_by_task's counts."""
     tasks = {}
     for task, bucket, had_errors, count in rows:
-        into = tasks.setdefault(task, {"runs": 0, "had_errors": 0, "buckets": {}})
+        into = tasks.setdefault(
+            task, {"runs": 0, "not_run": 0, "had_errors": 0, "buckets": {}}
+        )
+        if bucket is None:
+            # No attempt (duration_bucket): counted apart from the runs.
+            into["not_run"] += count
+            continue
         into["runs"] += count
         if had_errors:
             into["had_errors"] += count
-        if bucket is not None:
-            into["buckets"][int(bucket)] = into["buckets"].get(int(bucket), 0) + count
+        into["buckets"][int(bucket)] = into["buckets"].get(int(bucket), 0) + count
     return sorted(
         (
             TaskPerformance(
                 task_path=task,
                 runs=totals["runs"],
                 failed=failed.get(task, 0),
+                not_run=totals["not_run"],
                 # A failed job has errors too; the rest with errors succeeded
                 # after a retry.
                 retried=max(totals["had_errors"] - failed.get(task, 0), 0),
@@ -188,7 +199,7 @@ def summarize(rows, failed):
             )
             for task, totals in tasks.items()
         ),
-        key=lambda task: (-task.runs, task.task_path),
+        key=lambda task: (-task.runs, -task.not_run, task.task_path),
     )
 
 

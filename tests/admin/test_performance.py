@@ -90,15 +90,50 @@ def test_a_wider_window_counts_the_older_runs_too():
     assert mail.p95_seconds == pytest.approx(500, rel=0.025)
 
 
-def test_a_run_that_never_started_is_counted_but_not_timed():
+def test_a_job_that_ended_without_an_attempt_is_not_a_run():
     now = timezone.now()
-    Job.objects.create(
+    gone = Job.objects.create(
         queue_name="default", task_path="shop.gone", finished_at=now, errors=[ERROR]
     )
+    FailedExecution.objects.create_all_for([gone])
 
-    (gone,) = task_performance("default", "1h", now).tasks
+    (found,) = task_performance("default", "1h", now).tasks
 
-    assert (gone.runs, gone.p50_seconds, gone.p95_seconds) == (1, None, None)
+    assert (found.runs, found.failed, found.not_run) == (0, 0, 1)
+    assert (found.failure_rate, found.p50_seconds, found.p95_seconds) == (
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dependent_its_dependency_failed_counts_as_not_run_on_the_page(operator):
+    """#53 item 9: the demo's ship_order read a 50 % failure rate."""
+    from steady_queue import depends_on
+    from steady_queue.testing import run_pending
+
+    from .. import tasks
+
+    fine = tasks.returns.enqueue("charged")
+    with depends_on(fine):
+        tasks.noop.enqueue()  # ran, succeeded
+    broken = tasks.fail.enqueue("card declined")
+    with depends_on(broken):
+        tasks.noop.enqueue()  # never runs: failed with its dependency
+    run_pending()
+
+    response = operator.get(URL + "?window=1h")
+
+    tasks_shown = {
+        task.task_path: task for task in response.context["performance"].tasks
+    }
+    noop = tasks_shown["tests.tasks.noop"]
+    assert (noop.runs, noop.failed, noop.not_run, noop.failure_rate) == (1, 0, 1, 0)
+    fail = tasks_shown["tests.tasks.fail"]
+    assert (fail.runs, fail.failed, fail.not_run) == (1, 1, 0)
+    row = response.content.decode().split('id="sq-task-teststasksnoop"')[1]
+    assert '<td class="sq-number sq-not-run">1</td>' in row.split("</tr>")[0]
 
 
 def test_only_the_latest_runs_are_read_from_a_busy_window(monkeypatch):
