@@ -6,7 +6,7 @@ from django.utils.functional import cached_property
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS, task_backends
 from ..reporting.moments import moment_html
-from ..reporting.queues import known_queue_names, queue_overview
+from ..reporting.queues import listed_queues
 from ..reporting.status import workers_overview
 from ..states import COUNT_LIMIT
 
@@ -27,7 +27,7 @@ def queues_and_workers(now=None):
     queue row says whether a live worker claims from it ("served")."""
     backend = queue_backend()
     database = queue_database()
-    queues = queue_overview(database, known_queue_names(backend, database), now)
+    queues = listed_queues(backend, database, now)
     workers = workers_overview(
         database, backend.alias, backend.config.process_alive_threshold, queues
     )

@@ -65,3 +65,9 @@ def known_queue_names(backend, database):
     )
     names.update(RecurringTask.objects.using(database).queue_names(backend.alias))
     return sorted(names)
+
+
+def listed_queues(backend, database, now=None):
+    """The queues ``status`` and the admin list alike (queue_overview rows):
+    those with jobs or paused, and those known_queue_names finds empty."""
+    return queue_overview(database, known_queue_names(backend, database), now)

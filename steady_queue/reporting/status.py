@@ -18,7 +18,7 @@ from ..processes.queue_selector import QueueSelector
 from ..states import TABLED, State
 from .batches import batch_lines, batches_overview
 from .handbacks import handback_lines, handback_overview
-from .queues import queue_overview
+from .queues import listed_queues
 from .rate_limits import rate_limit_lines, rate_limits_overview
 from .recurring import recurring_lines, recurring_status
 from .state_machines import state_machine_lines, state_machines_overview
@@ -28,7 +28,7 @@ def collect_status(backend):
     """Return the status as plain data (what ``status --json`` prints)."""
     db = backend.database
     now = timezone.now()
-    queues = queue_overview(db, now=now)
+    queues = listed_queues(backend, db, now)
     running_by_process = ClaimedExecution.objects.using(db).counts_by_process()
     counts = counts_by_state(db)
     workers = workers_overview(
@@ -190,8 +190,8 @@ def print_status(backend, out, as_json=False):
     ):
         out.write(line)
     out.write("")
-    out.write("Queues:")
-    for line in aligned(
+    out.write(f"Queues ({len(status['queues'])}):")
+    for line in status["queues"] and aligned(
         ("queue", "ready", "scheduled", "running", "blocked", "failed", "latency"),
         [
             (

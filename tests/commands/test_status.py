@@ -62,6 +62,25 @@ def worker_reading(queues):
     )
 
 
+def test_status_lists_the_queues_the_admin_lists_empty_ones_at_zero():
+    """#53 item 10: after the demo, status listed only default, the admin
+    every queue the settings name."""
+    from steady_queue.admin.base import queues_and_workers
+
+    make_job("ready", queue="mail")
+
+    status = json.loads(run("status", "--json"))
+    text = run("status")
+
+    admin_names = [queue["name"] for queue in queues_and_workers()[0]]
+    assert [queue["name"] for queue in status["queues"]] == admin_names
+    # tests/settings.py: QUEUES names default, high, low, mail and reports.
+    assert {"default", "high", "low", "mail", "reports"} <= set(admin_names)
+    assert f"Queues ({len(admin_names)}):" in text
+    [reports] = [line for line in text.splitlines() if line.startswith("  reports ")]
+    assert reports.split() == ["reports", "0", "0", "0", "0", "0", "0.0s"]
+
+
 def test_status_names_its_backend_and_database_first():
     from steady_queue.dialects import describe_database
 
@@ -319,7 +338,7 @@ def test_status_names_a_state_machine_whose_table_cannot_be_read():
     assert "stator_app_parcel" in line
     assert line.endswith("(is the model's migration applied?)")
     assert "  stator_app.Article  new 0, published 0, archived* 0, held 0" in text
-    assert "Queues:" in text
+    assert "Queues (" in text
 
 
 @pytest.mark.django_db(transaction=True)

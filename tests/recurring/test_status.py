@@ -55,7 +55,8 @@ def test_json_lists_each_task_with_its_last_and_next_run(report):
 def test_text_has_a_recurring_section_only_when_there_are_tasks(report):
     text = status()
     assert "Recurring tasks (1):" in text
-    line = next(line for line in text.splitlines() if "report" in line)
+    recurring = text.split("Recurring tasks (1):")[1]
+    line = next(line for line in recurring.splitlines() if "report" in line)
     assert "every day at 9am" in line
     assert f"last {LAST.isoformat()}" in line
 
