@@ -189,13 +189,21 @@ def statuses(results):
 
 
 def failures_of(results):
-    """{job id: its last error's class path} of the results that failed: what
-    an assertion on their statuses shows when it fails."""
-    return {
-        result.id: last_error_class(result)
-        for result in results
-        if status_of(result) == TaskResultStatus.FAILED
-    }
+    """{job id: its last error's class path and the last line of its
+    traceback} of the results that failed: what an assertion on their
+    statuses shows when it fails (a worker killed for a silent heartbeat
+    reads apart from one that crashed)."""
+    failures = {}
+    for result in results:
+        if status_of(result) != TaskResultStatus.FAILED:
+            continue
+        errors = result.task.get_result(result.id).errors
+        last = errors[-1] if errors else None
+        failures[result.id] = last and (
+            f"{last.exception_class_path}: "
+            f"{(last.traceback.strip().splitlines() or [''])[-1]}"
+        )
+    return failures
 
 
 def last_error_class(result):
