@@ -6,6 +6,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from ..reporting.moments import seconds_text
 from ..reporting.performance import DEFAULT_WINDOW, MAX_RUNS, WINDOWS, task_performance
 from .base import page_context, queue_database
 
@@ -44,14 +45,3 @@ def _row(task, window, jobs_url):
         "p50": seconds_text(task.p50_seconds),
         "p95": seconds_text(task.p95_seconds),
     }
-
-
-def seconds_text(seconds):
-    """A duration to three figures at most, as precise as the estimate is:
-    0.4 ms, 12 ms, 1.35 s, 4.1 min, 2.1 h; - if none."""
-    if seconds is None:
-        return "-"
-    for unit, size in (("h", 3600), ("min", 60), ("s", 1), ("ms", 0.001)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds * 1000:.1f} ms"

@@ -2,7 +2,7 @@
 
 from django import template
 
-from ..reporting.moments import duration_text, moment_html
+from ..reporting.moments import moment_html, seconds_text
 
 register = template.Library()
 
@@ -27,6 +27,7 @@ def sq_time(value):
 
 
 @register.filter
-def sq_duration(seconds):
-    """Show seconds as "42 s", "3 min 5 s" or "2 h 10 min 4 s"."""
-    return "-" if seconds is None else duration_text(seconds)
+def sq_took(seconds):
+    """A run's duration as the performance page shows it: 9.2 ms, 1.35 s,
+    4.1 min (three figures at most); - if unknown."""
+    return seconds_text(seconds)

@@ -85,6 +85,18 @@ def test_each_attempt_shows_its_error_and_what_its_row_kept_of_its_times(operato
     assert rows[1].count("not stored") == 2
 
 
+def test_a_short_attempt_took_what_the_performance_page_would_say(operator):
+    """#53 item 8: "Took" rounded a 9 ms run to "0 s"."""
+    job = retried_three_times()
+    job.last_attempted_at = job.finished_at - timedelta(milliseconds=9)
+    job.save()
+
+    content = page(operator, job).content.decode()
+
+    last = content[content.index('id="sq-attempt-3"') :]
+    assert '<td class="sq-duration">9 ms</td>' in last[: last.index("</tr>")]
+
+
 def test_the_arguments_read_as_the_python_call(operator):
     customer = User.objects.create(username="ada")
     gone = User.objects.create(username="gone")

@@ -185,7 +185,7 @@ def test_staff_who_may_not_view_jobs_are_refused(client):
 
 
 def test_durations_read_at_a_glance():
-    from steady_queue.admin.performance import seconds_text
+    from steady_queue.reporting.moments import seconds_text
 
     durations = (None, 0.0004, 0.012, 1.349, 59.9, 246, 7560)
 
