@@ -15,8 +15,9 @@ def sq_number(value):
 
 @register.filter
 def sq_percent(value):
-    """Format a fraction as a percentage: 0.0123 -> 1.2%."""
-    return f"{value * 100:.1f}%"
+    """Format a fraction as a percentage: 0.0123 -> 1.2%; - for None (a
+    rate of nothing: a task whose jobs all ended without a run)."""
+    return "-" if value is None else f"{value * 100:.1f}%"
 
 
 @register.filter

@@ -90,7 +90,7 @@ def test_a_wider_window_counts_the_older_runs_too():
     assert mail.p95_seconds == pytest.approx(500, rel=0.025)
 
 
-def test_a_job_that_ended_without_an_attempt_is_not_a_run():
+def test_a_job_that_ended_without_an_attempt_is_not_a_run(operator):
     now = timezone.now()
     gone = Job.objects.create(
         queue_name="default", task_path="shop.gone", finished_at=now, errors=[ERROR]
@@ -105,6 +105,11 @@ def test_a_job_that_ended_without_an_attempt_is_not_a_run():
         None,
         None,
     )
+    # A rate of no runs reads "-" on the page.
+    page = operator.get(URL + "?window=1h").content.decode()
+    row = page.split('id="sq-task-shopgone"')[1].split("</tr>")[0]
+    assert '<td class="sq-number sq-not-run">1</td>' in row
+    assert '<td class="sq-number">-</td>' in row
 
 
 @pytest.mark.django_db(transaction=True)

@@ -177,12 +177,16 @@ def test_a_forced_run_leaves_the_runs_after_it_within_the_limit(
     wait_for_boot(supervisor)
     # A slot that never expires during the test: only runs give slots back.
     limited = tasks.one_at_a_time_until_released
-    holder = limited.enqueue(path, "forced", 2)
+    # The holder runs until the forced run has surely begun beside it: at
+    # load 15 its claim once came 2.3 s after the "run now" (the holder's
+    # 2 s had ended), so its run stretches with SQ_TEST_TIME_SCALE.
+    held = scaled(2)
+    holder = limited.enqueue(path, "forced", held)
     wait_for(
         lambda: ClaimedExecution.objects.filter(job_id=holder.id).exists(),
         message="the holder claimed",
     )
-    forced = limited.enqueue(path, "forced", 2)
+    forced = limited.enqueue(path, "forced", held)
     later = [limited.enqueue(path, "forced", 0.5) for _ in range(5)]
     assert BlockedExecution.objects.count() == 6
 
