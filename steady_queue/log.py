@@ -2,17 +2,19 @@
 
 import json
 import logging
+import sys
 
 from django.dispatch import receiver
 
 from . import signals
 from .backend import SteadyQueueBackend
 from .compat import task_finished, task_started
+from .pipeline import job_lines
 
 logger = logging.getLogger("steady_queue")
 # The per-job lines, apart: silence them alone with its level, process events
 # stay (docs/commands.rst, Logging).
-job_logger = logging.getLogger("steady_queue.jobs")
+job_logger = job_lines.logger
 
 
 @receiver(signals.process_started)
@@ -91,23 +93,11 @@ def log_job_started(sender, task_result, **kwargs):
 
 @receiver(task_finished)
 def log_job_finished(sender, task_result, **kwargs):
-    succeeded = task_result.status == "SUCCESSFUL"
-    level = logging.INFO if succeeded else logging.WARNING
-    # Asked first: the line costs more than the check, once per job.
-    if not (job_logger.isEnabledFor(level) and _ours(sender)):
-        return
-    started, ended = task_result.last_attempted_at, task_result.finished_at
-    took = f" in {(ended - started).total_seconds():.3f} s" if started and ended else ""
-    error = task_result.errors[-1].exception_class_path if task_result.errors else ""
-    job_logger.log(
-        level,
-        "job %s %s %s%s%s",
-        task_result.id,
-        task_result.task.module_path,
-        task_result.status,
-        took,
-        f" ({error})" if error and not succeeded else "",
-    )
+    # Sent inside the handler of a failed job's exception (pipeline/runner.py):
+    # the line carries its traceback. log_finished asks the logger's level
+    # before it builds anything: the line costs more than the check.
+    if _ours(sender):
+        job_lines.log_finished(task_result, sys.exc_info())
 
 
 def _ours(sender):

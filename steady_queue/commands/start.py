@@ -231,9 +231,14 @@ def run_in_this_process(command, backend, config, options):
     command.stdout.write(f"Ran {ran} job(s); {why}.")
 
 
+# The task framework's logger, unless -v 2 or LOGGING names its level: above
+# ERROR, where it logs a failed job (ours logs it, with the traceback).
+FRAMEWORK_QUIET = logging.CRITICAL
+
+
 def configure_logging(verbosity, log_format="text"):
-    """Show steady_queue's log, and the task framework's failures, on stderr
-    in one format, unless the project routes them already."""
+    """Show steady_queue's log on stderr, unless the project routes it
+    already; the task framework's own lines about our jobs only with -v 2."""
     ours = logging.getLogger("steady_queue")
     if ours.handlers or logging.getLogger().handlers:
         quiet_framework_job_lines(verbosity)
@@ -241,12 +246,13 @@ def configure_logging(verbosity, log_format="text"):
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter_for(log_format))
     debug = verbosity > 1
-    # The framework logs a job's start and end at INFO, as ours logs its end
-    # (with its duration): its failures only, with their tracebacks, unless
-    # -v 2 asks for everything.
+    # The framework logs a job's start and end at INFO, and a failure at
+    # ERROR with its traceback: ours says all of it in one line a job (a
+    # failure at ERROR, with the traceback), so the framework's are shown
+    # only when -v 2 asks for everything.
     levels = {
         ours: logging.DEBUG if debug else logging.INFO,
-        logging.getLogger(FRAMEWORK): logging.DEBUG if debug else logging.WARNING,
+        logging.getLogger(FRAMEWORK): logging.DEBUG if debug else FRAMEWORK_QUIET,
     }
     for logger, level in levels.items():
         logger.addHandler(handler)
@@ -259,14 +265,14 @@ def quiet_framework_job_lines(verbosity):
 
     A root handler at INFO (most projects' LOGGING) would print the task
     framework's start and end of every job beside ours: three lines a job,
-    measured at about a tenth of a no-op job's worker CPU. Its logger is set
-    to WARNING (its failures, with their tracebacks) only when the project
-    gave it no level of its own: a level set in LOGGING is kept, and -v 2
-    asks for everything.
+    measured at about a tenth of a no-op job's worker CPU, and each failure
+    twice (ours carries the traceback too). Its logger is quieted only when
+    the project gave it no level of its own: a level set in LOGGING is kept,
+    and -v 2 asks for everything.
     """
     framework = logging.getLogger(FRAMEWORK)
     if verbosity < 2 and framework.level == logging.NOTSET:
-        framework.setLevel(logging.WARNING)
+        framework.setLevel(FRAMEWORK_QUIET)
 
 
 def _add_options(parser, mode_default, flag_default):

@@ -26,6 +26,7 @@ from ..exceptions import (
     timeout_message,
 )
 from ..tracing import TRACE_KEY, stored_context
+from . import job_lines
 from .arguments import TAGGED, decode_arguments
 from .outcome import (
     FOREVER,
@@ -132,31 +133,13 @@ class JobRunner:
         logged, and task_finished waits for the last attempt.
         """
         if outcome.parked is not None:
-            logger.info(
-                "Task id=%s path=%s parked at %r; it runs again when %s",
-                outcome.job.pk,
-                outcome.job.task_path,
-                outcome.parked.step_name,
-                _what_ends(outcome.parked),
-            )
+            job_lines.log_parked(outcome, _what_ends(outcome.parked))
             return
         if outcome.snoozed:
-            logger.info(
-                "Task id=%s path=%s snoozed; it runs again at %s",
-                outcome.job.pk,
-                outcome.job.task_path,
-                outcome.retry_at.isoformat(),
-            )
+            job_lines.log_snoozed(outcome)
             return
         if outcome.retry_at is not None:
-            logger.warning(
-                "Task id=%s path=%s attempt %d failed (%s); retrying at %s",
-                outcome.job.pk,
-                outcome.job.task_path,
-                outcome.job.error_count,
-                outcome.exception_class.__name__ if outcome.exception_class else "?",
-                outcome.retry_at.isoformat(),
-            )
+            job_lines.log_retrying(outcome)
             return
         status = (
             TaskResultStatus.SUCCESSFUL

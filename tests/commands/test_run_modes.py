@@ -201,12 +201,17 @@ def test_log_format_json_writes_one_object_per_line(start_supervisor):
     assert any(
         m.startswith(f"job {result.id} tests.tasks.add SUCCESSFUL in ") for m in jobs
     ), jobs
-    # One line per job: Django's own lines only for the failure, with its
-    # traceback, in the same format.
-    django = [r for r in records if r["logger"] == FRAMEWORK]
-    assert [r["level"] for r in django] == ["ERROR"], django
-    assert f"id={failed.id}" in django[0]["message"]
-    assert "ValueError: logged" in django[0]["traceback"]
+    # One line per job, in one voice: the failure's is ours, at ERROR, with
+    # its traceback; Django's own lines say nothing more.
+    [failure] = [
+        r
+        for r in records
+        if r["logger"] == "steady_queue.jobs" and f"job {failed.id} " in r["message"]
+    ]
+    assert failure["level"] == "ERROR"
+    assert failure["message"].startswith(f"job {failed.id} tests.tasks.fail FAILED in ")
+    assert "ValueError: logged" in failure["traceback"]
+    assert [r for r in records if r["logger"] == FRAMEWORK] == []
 
 
 @pytest.mark.parametrize(

@@ -172,6 +172,46 @@ def test_each_job_that_ends_is_logged_with_its_duration(caplog):
     )
 
 
+def test_every_end_of_an_attempt_is_one_line_in_one_voice(caplog, tmp_path):
+    """#53 item 7: parks, snoozes and retries had a voice of their own, and
+    a failure was logged twice (ours, then Django's with the traceback)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="steady_queue")
+    flaky = tasks.flaky.enqueue(str(tmp_path / "flaky"), 1)
+    snoozer = tasks.snoozes_once.enqueue(str(tmp_path / "snoozer"), 60)
+    failed = tasks.fail.enqueue("declined")
+
+    run_pending()
+
+    ours = {
+        record.getMessage().split()[1]: record
+        for record in caplog.records
+        if record.name == "steady_queue.jobs"
+    }
+    retry = ours[str(flaky.id)]
+    assert retry.levelname == "WARNING"
+    assert retry.getMessage().startswith(f"job {flaky.id} tests.tasks.flaky FAILED in ")
+    assert "(builtins.ConnectionError), attempt 1; retrying at " in retry.getMessage()
+    snooze = ours[str(snoozer.id)].getMessage()
+    assert snooze.startswith(f"job {snoozer.id} tests.tasks.snoozes_once SNOOZED in ")
+    assert "; it runs again at " in snooze
+    failure = ours[str(failed.id)]
+    assert failure.levelname == "ERROR"
+    assert failure.getMessage().endswith("s (builtins.ValueError)")
+    assert failure.exc_info[1].args == ("declined",)
+    # Nothing else of ours about these jobs, in another voice (Django's own
+    # lines the command quiets: test_run_modes.py, the JSON log).
+    others = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("steady_queue")
+        and record.name != "steady_queue.jobs"
+        and any(str(job.id) in record.getMessage() for job in (flaky, snoozer, failed))
+    ]
+    assert others == []
+
+
 def test_a_failed_jobs_logged_traceback_starts_in_the_task():
     import sys
     import traceback

@@ -1,0 +1,79 @@
+"""The per-job log lines, in one voice, on the ``steady_queue.jobs`` logger.
+
+Every end of an attempt reads ``job <id> <task> <STATE> in <seconds> s``,
+then what follows: the error's class, when it runs again. A job that failed
+for good is logged at ERROR with its traceback, so one line says everything
+(the command quiets Django's own line for it: commands/start.py).
+"""
+
+import logging
+
+logger = logging.getLogger("steady_queue.jobs")
+
+
+def took(started, ended):
+    """' in 0.118 s', or '' when the attempt has no start (it never ran)."""
+    if started is None or ended is None:
+        return ""
+    return f" in {(ended - started).total_seconds():.3f} s"
+
+
+def log_parked(outcome, what_ends):
+    """A run that parked: a wait for an event, or a durable sleep."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "job %s %s PARKED%s at step %r; it runs again when %s",
+            outcome.job.pk,
+            outcome.job.task_path,
+            took(outcome.claimed_at, outcome.finished_at),
+            outcome.parked.step_name,
+            what_ends,
+        )
+
+
+def log_snoozed(outcome):
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "job %s %s SNOOZED%s; it runs again at %s",
+            outcome.job.pk,
+            outcome.job.task_path,
+            took(outcome.claimed_at, outcome.finished_at),
+            outcome.retry_at.isoformat(),
+        )
+
+
+def log_retrying(outcome):
+    """A failed attempt that will be retried: no traceback (the last one,
+    should every attempt fail, is logged with its own)."""
+    if logger.isEnabledFor(logging.WARNING):
+        error = outcome.exception_class
+        logger.warning(
+            "job %s %s FAILED%s (%s), attempt %d; retrying at %s",
+            outcome.job.pk,
+            outcome.job.task_path,
+            took(outcome.claimed_at, outcome.finished_at),
+            f"{error.__module__}.{error.__qualname__}" if error else "?",
+            outcome.job.error_count,
+            outcome.retry_at.isoformat(),
+        )
+
+
+def log_finished(task_result, exc_info=None):
+    """A job that ended: INFO when it succeeded; ERROR when it failed, with
+    the traceback when the caller is handling its exception."""
+    succeeded = task_result.status == "SUCCESSFUL"
+    level = logging.INFO if succeeded else logging.ERROR
+    if not logger.isEnabledFor(level):
+        return
+    error = task_result.errors[-1].exception_class_path if task_result.errors else ""
+    logger.log(
+        level,
+        "job %s %s %s%s%s",
+        task_result.id,
+        task_result.task.module_path,
+        task_result.status,
+        took(task_result.last_attempted_at, task_result.finished_at),
+        f" ({error})" if error and not succeeded else "",
+        # sys.exc_info() outside a handler is (None, None, None): no traceback.
+        exc_info=exc_info if not succeeded and exc_info and exc_info[0] else None,
+    )
