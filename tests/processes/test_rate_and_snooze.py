@@ -54,7 +54,7 @@ def test_the_dispatcher_sleeps_until_a_window_opens_then_lets_its_jobs_go(
     enqueued = RateStart.objects.database_now()
     worker = make_worker(threads=10)
     run_one_poll(worker)
-    dispatcher = make_dispatcher(polling_interval=5.0)
+    dispatcher = make_dispatcher(polling_interval=60.0)
 
     # Ten admitted: the window opens a second after the first of them (a
     # start counts from its admission until it is stamped), and no later
@@ -66,20 +66,25 @@ def test_the_dispatcher_sleeps_until_a_window_opens_then_lets_its_jobs_go(
     assert first + second <= window.next_slot_at <= enqueued + second
 
     # The dispatcher wakes for the window when it opens sooner than its
-    # polling interval. The slot is moved a second ahead just before the
-    # poll: the enqueues and the worker may take over a second on a loaded
-    # machine, and the window would have opened already.
+    # polling interval. The slot is moved 20 s ahead just before the poll:
+    # the enqueues and the worker may take over a second on a loaded
+    # machine, and so may the poll itself (at 1 s ahead, the window had
+    # opened before it was read at load 15, and the poll slept its interval).
+    # Nothing waits for it: only the delay the poll asks for is read.
+    ahead = 20.0
     before = time.monotonic()
-    RateWindow.objects.update(next_slot_at=RateStart.objects.database_now() + second)
+    RateWindow.objects.update(
+        next_slot_at=RateStart.objects.database_now() + timedelta(seconds=ahead)
+    )
     delay = dispatcher.poll()
     since = time.monotonic() - before
-    assert 1.0 - since - 0.05 <= delay <= 1.0
+    assert ahead - since - 0.05 <= delay <= ahead
     assert BlockedExecution.objects.count() == 2
 
     past = timezone.now() - timedelta(seconds=2)
     RateStart.objects.update(started_at=past, counts_until=past)
     RateWindow.objects.update(next_slot_at=past)
-    assert dispatcher.poll() == 5.0  # nobody waits any more
+    assert dispatcher.poll() == 60.0  # nobody waits any more
 
     assert set(ReadyExecution.objects.values_list("job_id", flat=True)) == {
         int(result.id) for result in results[10:]
