@@ -18,44 +18,55 @@ def took(started, ended):
     return f" in {(ended - started).total_seconds():.3f} s"
 
 
-def log_parked(outcome, what_ends):
-    """A run that parked: a wait for an event, or a durable sleep."""
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(
-            "job %s %s PARKED%s at step %r; it runs again when %s",
+def log_attempt(level, outcome, state, then, *args):
+    """``job <id> <task> <STATE> in <s> s`` for a run's outcome, then
+    ``then`` (a format of ``args``): what follows the attempt."""
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            f"job %s %s {state}%s{then}",
             outcome.job.pk,
             outcome.job.task_path,
             took(outcome.claimed_at, outcome.finished_at),
-            outcome.parked.step_name,
-            what_ends,
+            *args,
         )
+
+
+def log_parked(outcome, what_ends):
+    """A run that parked: a wait for an event, or a durable sleep."""
+    log_attempt(
+        logging.INFO,
+        outcome,
+        "PARKED",
+        " at step %r; it runs again when %s",
+        outcome.parked.step_name,
+        what_ends,
+    )
 
 
 def log_snoozed(outcome):
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(
-            "job %s %s SNOOZED%s; it runs again at %s",
-            outcome.job.pk,
-            outcome.job.task_path,
-            took(outcome.claimed_at, outcome.finished_at),
-            outcome.retry_at.isoformat(),
-        )
+    log_attempt(
+        logging.INFO,
+        outcome,
+        "SNOOZED",
+        "; it runs again at %s",
+        outcome.retry_at.isoformat(),
+    )
 
 
 def log_retrying(outcome):
     """A failed attempt that will be retried: no traceback (the last one,
     should every attempt fail, is logged with its own)."""
-    if logger.isEnabledFor(logging.WARNING):
-        error = outcome.exception_class
-        logger.warning(
-            "job %s %s FAILED%s (%s), attempt %d; retrying at %s",
-            outcome.job.pk,
-            outcome.job.task_path,
-            took(outcome.claimed_at, outcome.finished_at),
-            f"{error.__module__}.{error.__qualname__}" if error else "?",
-            outcome.job.error_count,
-            outcome.retry_at.isoformat(),
-        )
+    error = outcome.error or {}
+    log_attempt(
+        logging.WARNING,
+        outcome,
+        "FAILED",
+        " (%s), attempt %d; retrying at %s",
+        error.get("exception_class_path", "?"),
+        outcome.job.error_count,
+        outcome.retry_at.isoformat(),
+    )
 
 
 def log_finished(task_result, exc_info=None):
