@@ -30,6 +30,15 @@ from ..helpers import scaled, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Liveness quick enough that a dead process is pruned within seconds. The
+# threshold stretches with the load: on a loaded machine a live child's
+# heartbeat thread can wait 2 s for a CPU, and a fixed 2 s got it killed.
+QUICK_ALIVE_THRESHOLD = scaled(2)
+QUICK_LIVENESS = {
+    "SQ_TEST_HEARTBEAT": "0.5",
+    "SQ_TEST_ALIVE_THRESHOLD": str(QUICK_ALIVE_THRESHOLD),
+}
+
 PROCESS_ERRORS = {
     "steady_queue.exceptions.ProcessExitError",
     "steady_queue.exceptions.ProcessPrunedError",

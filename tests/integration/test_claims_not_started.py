@@ -16,6 +16,7 @@ from steady_queue.models import ClaimedExecution, Job, Process
 from .. import run_records, tasks
 from ..helpers import wait_for
 from .support import (
+    QUICK_LIVENESS,
     account_for,
     enqueue_records,
     is_running,
@@ -235,9 +236,7 @@ def kill_the_tree_then_prune_it(first, start_supervisor):
     dead_names = {row.name for row in rows()}
     first.kill_group()
     wait_for(lambda: live_group_members(first.pid) == [], message="the tree died")
-    successor = start_supervisor(
-        env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
-    )
+    successor = start_supervisor(env=QUICK_LIVENESS)
     wait_for(
         lambda: not Process.objects.filter(name__in=dead_names).exists(),
         timeout=20,

@@ -14,6 +14,7 @@ from steady_queue.models import ClaimedExecution, Process, ReadyExecution
 from .. import tasks
 from ..helpers import wait_for
 from .support import (
+    QUICK_LIVENESS,
     enqueue_records,
     enqueue_sleeps,
     is_running,
@@ -121,7 +122,7 @@ def test_children_of_a_killed_supervisor_stop_and_hand_their_jobs_back(
     assert statuses(sleepers) == {TaskResultStatus.READY: 2}
     assert "its supervisor is gone; stopping" in supervisor.log()
 
-    successor = start_supervisor(env={"SQ_TEST_ALIVE_THRESHOLD": "2"})
+    successor = start_supervisor(env=QUICK_LIVENESS)
     wait_for(
         lambda: not Process.objects.filter(pid=supervisor.pid).exists(),
         timeout=15,
@@ -154,9 +155,7 @@ def test_a_new_supervisor_prunes_a_dead_tree_and_fails_what_it_held(
         job_id=orphan.id, process_id=10**9, created_at=timezone.now()
     )
 
-    successor = start_supervisor(
-        env={"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
-    )
+    successor = start_supervisor(env=QUICK_LIVENESS)
     wait_for(
         lambda: not Process.objects.filter(name__in=dead_names).exists(),
         timeout=20,

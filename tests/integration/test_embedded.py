@@ -26,6 +26,7 @@ from .. import docs_blocks, tasks
 from ..conftest import ROOT, SupervisorProcess, stop_all
 from ..helpers import scaled, wait_for
 from .support import (
+    QUICK_LIVENESS,
     live_group_members,
     proc_stat,
     runs_by_label,
@@ -252,7 +253,7 @@ def test_requests_are_served_while_jobs_run_and_sigterm_stops_both(
 def test_a_killed_servers_jobs_are_recovered_by_another_process(
     kind, start_server, start_supervisor, tmp_path
 ):
-    quick = {"SQ_TEST_ALIVE_THRESHOLD": "2", "SQ_TEST_HEARTBEAT": "0.5"}
+    quick = QUICK_LIVENESS
     first = start_server(SERVERS[kind], env=quick)
     note = tmp_path / "note"
     job = first.enqueue(path=str(note), seconds=120)

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from ..helpers import wait_for
-from .support import ROOT, is_running, wait_for_boot, wait_for_workers
+from .support import QUICK_LIVENESS, ROOT, is_running, wait_for_boot, wait_for_workers
 
 pytestmark = [
     pytest.mark.integration,
@@ -108,7 +108,7 @@ def test_a_frozen_worker_is_replaced_and_the_file_stays_fresh(
     supervisor = start_supervisor(
         "--liveness-file",
         str(path),
-        env={"SQ_TEST_HEARTBEAT": "0.5", "SQ_TEST_ALIVE_THRESHOLD": "2"},
+        env=QUICK_LIVENESS,
     )
     [worker] = wait_for_boot(supervisor)
 

@@ -13,8 +13,10 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution, Process
 
 from .. import tasks
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
 from .support import (
+    QUICK_ALIVE_THRESHOLD,
+    QUICK_LIVENESS,
     enqueue_records,
     is_running,
     runs_by_label,
@@ -108,9 +110,7 @@ def test_a_job_holding_the_gil_past_its_timeout_is_failed_and_its_worker_killed(
 def test_a_stopped_worker_is_killed_and_its_job_failed_within_the_threshold(
     start_supervisor, tmp_path
 ):
-    supervisor = start_supervisor(
-        env={"SQ_TEST_HEARTBEAT": "0.5", "SQ_TEST_ALIVE_THRESHOLD": "2"}
-    )
+    supervisor = start_supervisor(env=QUICK_LIVENESS)
     [worker] = wait_for_boot(supervisor)
     notes = tmp_path / "notes"
     sleeper = tasks.starts_then_sleeps.enqueue(str(notes), 60)
@@ -126,8 +126,8 @@ def test_a_stopped_worker_is_killed_and_its_job_failed_within_the_threshold(
         timeout=15,
         message="the stopped worker's job failed",
     )
-    # The alive threshold (2 s), a maintenance pass (0.5 s) and a margin.
-    assert time.monotonic() - stopped < 6
+    # The alive threshold, a maintenance pass (0.5 s) and a margin.
+    assert time.monotonic() - stopped < QUICK_ALIVE_THRESHOLD + scaled(4)
     error = last_error(sleeper)
     assert error.exception_class_path == EXIT_ERROR
     assert f"{worker.name} (pid {worker.pid}) stopped heartbeating for " in (

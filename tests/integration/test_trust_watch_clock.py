@@ -11,20 +11,20 @@ from steady_queue.models import ClaimedExecution
 
 from .. import tasks
 from ..helpers import wait_for
-from .support import rows, statuses
+from .support import QUICK_ALIVE_THRESHOLD, QUICK_LIVENESS, rows, statuses
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-# Short, so that without one clock a skewed host is pruned within a second.
-FAST = {"SQ_TEST_HEARTBEAT": "0.5", "SQ_TEST_ALIVE_THRESHOLD": "2"}
-# Each job runs past the alive threshold while both supervisors prune.
-JOB_SECONDS = 3
+# Liveness is quick (QUICK_LIVENESS), so that without one clock a skewed
+# host is pruned within seconds. Each job runs past the alive threshold
+# while both supervisors prune.
+JOB_SECONDS = QUICK_ALIVE_THRESHOLD + 1
 
 
 def supervisor_on(start_supervisor, queue, skew):
     return start_supervisor(
         env={
-            **FAST,
+            **QUICK_LIVENESS,
             "SQ_TEST_WORKER_QUEUES": queue,
             "SQ_TEST_CLOCK_SKEW_SECONDS": str(skew),
         }
