@@ -107,24 +107,22 @@ def test_the_readmes_snippets_pasted_into_a_new_project_run_a_task(tmp_path):
     settings = settings.replace("[...,", "[*INSTALLED_APPS,")
     project.configure(settings, project.installed_apps("shop"))
 
-    # The Quickstart block: the task module, then the enqueue that uses it.
-    quickstart = readme_block("@task(")
-    module, enqueue = quickstart.split("with transaction.atomic():")
-    project.write("shop/tasks.py", module)
+    # The Quickstart: startapp shop (Project.start ran it), then each block
+    # written to the file its first line names, as it is.
+    assert "$ python manage.py startapp shop" in readme_block("startapp", "console")
+    project.write("shop/tasks.py", readme_block("# shop/tasks.py"))
+    project.write("shop/views.py", readme_block("# shop/views.py"))
     project.manage("makemigrations", "shop")
     project.manage("migrate")
+    assert "System check identified no issues" in project.manage("check").stdout
 
-    enqueue = "with transaction.atomic():" + enqueue.replace(
-        "Order.objects.create(...)",
-        'Order.objects.create(customer_email="ada@example.com", item="Teapot", '
-        'amount="25.00")',
-    )
+    # The view, called as a request would call it: its job commits with it.
     result_id = project.shell(
-        "from django.db import transaction\n"
-        "from shop.models import Order\n"
-        "from shop.tasks import send_order_confirmation\n"
-        + enqueue
-        + 'print("=>", result.id)\n'
+        "import json\n"
+        "from django.test import RequestFactory\n"
+        "from shop.views import confirm\n"
+        "response = confirm(RequestFactory().post('/'), 7)\n"
+        'print("=>", json.loads(response.content)["job"])\n'
     )
     assert project.manage("steady_queue", "--once").stdout.startswith("Ran 1 job(s)")
 

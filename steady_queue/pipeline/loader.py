@@ -204,9 +204,10 @@ def task_module_refusal(module_path, what):
         return None
     return (
         f"{what} is in the module {module_path!r}, outside the packages tasks are "
-        f"loaded from ({describe_task_packages()}). If tasks of {parts[0]!r} "
-        f"should run, add it to the {TASK_PACKAGES_SETTING} setting, or move "
-        "the task into an installed app"
+        f"loaded from ({describe_task_packages()}). If {parts[0]!r} is an app "
+        "of this project, add it to INSTALLED_APPS; or move the task into an "
+        f"installed app; or, for a package that is not an app, add {parts[0]!r} "
+        f"to the {TASK_PACKAGES_SETTING} setting"
     )
 
 
