@@ -1,10 +1,15 @@
-"""The admin index's link to the dashboard: "Dashboard" under Steady Queue."""
+"""The dashboard's one address: "Dashboard" under Steady Queue.
+
+The sidebar and the admin index link a registered model's list, so the
+dashboard is this proxy's list page; the nav bar links the same URL, and the
+job admin's old ``job/dashboard/`` address redirects here.
+"""
 
 from django.contrib import admin
-from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
 
 from ..models import Dashboard
+from . import dashboard
 from .base import can
 
 
@@ -28,4 +33,6 @@ class DashboardLinkAdmin(admin.ModelAdmin):
         return False
 
     def changelist_view(self, request, extra_context=None):
-        return HttpResponseRedirect(reverse("admin:steady_queue_job_dashboard"))
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return dashboard.render_dashboard(request, self.admin_site)

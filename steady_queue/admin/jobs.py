@@ -4,13 +4,13 @@ import json
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from ..models import (
-    ClaimedExecution,
     Job,
     Process,
 )
@@ -20,7 +20,7 @@ from ..pipeline.return_values import json_return_value
 from ..processes.handback import read_record
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
-from . import actions, dashboard, performance
+from . import actions, performance
 from .argument_search import ArgumentsFilter
 from .arguments import python_call
 from .base import CappedPaginator, ReadOnlyAdmin, can
@@ -235,13 +235,15 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="workers that ran it")
     def workers(self, job):
-        claim = (
-            ClaimedExecution.objects.using(job._state.db).filter(job_id=job.pk).first()
-        )
+        # Running or not as the page's one read of the job saw it (observe):
+        # a claim read now could tell of a later run than the rest shows.
+        observed = observe(job)
         running = ""
-        if claim is not None:
+        if observed.state == State.RUNNING:
             process = (
-                Process.objects.using(job._state.db).filter(pk=claim.process_id).first()
+                Process.objects.using(job._state.db)
+                .filter(name=observed.claimed_by)
+                .first()
             )
             running = (
                 f"running now on {process.describe() if process else 'a gone process'}"
@@ -299,17 +301,28 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         ]
 
     def dashboard_view(self, request):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return dashboard.render_dashboard(request, self.admin_site)
+        # The dashboard's address before it had one (bookmarks, old links).
+        return HttpResponseRedirect(reverse("admin:steady_queue_dashboard_changelist"))
 
     def performance_view(self, request):
         if not self.has_view_permission(request):
             raise PermissionDenied
         return performance.render_performance(request, self.admin_site)
 
+    def get_object(self, request, object_id, from_field=None):
+        page = getattr(request, "_sq_page_read", None)
+        if page is not None and page[0] == (str(object_id), from_field):
+            return page[1]
+        return super().get_object(request, object_id, from_field)
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        # One read of the job for the whole page: change_view reads it for the
+        # story and the attempts, Django's change form again for the fields.
+        # Two reads can straddle a run (a Retry's job claimed, then failed),
+        # and the page said "failed" beside "attempt 2 running now". Only for
+        # this page: an operation reads the job again after it wrote.
         job = self.get_object(request, object_id)
+        request._sq_page_read = ((str(object_id), None), job)
         buttons = []
         if job is not None:
             buttons = [
@@ -322,7 +335,10 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             "sq_operations": buttons,
             **(_error_first(job) if job is not None else {}),
         }
-        return super().change_view(request, object_id, form_url, extra_context)
+        try:
+            return super().change_view(request, object_id, form_url, extra_context)
+        finally:
+            del request._sq_page_read
 
     def operate_view(self, request, object_id, operation):
         return operate(self, request, object_id, operation)

@@ -296,7 +296,9 @@ def test_viewing_batches_needs_the_view_permission(client):
 
 
 def test_every_steady_queue_page_links_the_batches(viewer):
-    content = viewer.get(reverse("admin:steady_queue_job_dashboard")).content.decode()
+    content = viewer.get(
+        reverse("admin:steady_queue_dashboard_changelist")
+    ).content.decode()
     assert f'<a href="{LIST}">Batches</a>' in content
 
 

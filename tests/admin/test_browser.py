@@ -115,7 +115,7 @@ def test_an_operator_pauses_a_queue_and_retries_a_failed_job(browser, live_serve
     browser.set_window_size(1400, 900)
     log_in(browser, live_server)
 
-    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    browser.get(f"{live_server.url}/admin/steady_queue/dashboard/")
     assert "Steady Queue dashboard" in browser.title
     assert browser.find_element(By.ID, "sq-count-failed").text == "1"
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure svg")) == 3
@@ -436,7 +436,7 @@ def test_an_operator_reads_task_performance_and_watches_jobs_live(browser, live_
     )
     assert browser.find_element(By.ID, "sq-live-refresh").is_selected()
     browser.save_screenshot(str(SHOTS / "jobs-live-refresh.png"))
-    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    browser.get(f"{live_server.url}/admin/steady_queue/dashboard/")
     # Remembered per page: the dashboard's box is still off.
     assert not browser.find_element(By.ID, "sq-live-refresh").is_selected()
 
@@ -454,7 +454,7 @@ def test_the_dashboard_says_first_that_no_worker_is_alive(browser, live_server):
 
     browser.set_window_size(1400, 900)
     log_in(browser, live_server)
-    browser.get(f"{live_server.url}/admin/steady_queue/job/dashboard/")
+    browser.get(f"{live_server.url}/admin/steady_queue/dashboard/")
     panel = browser.find_element(By.ID, "sq-workers")
 
     assert panel.text.startswith("No worker is alive.")

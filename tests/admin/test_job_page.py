@@ -6,14 +6,17 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from steady_queue.models import Job
+from steady_queue.models import ClaimedExecution, FailedExecution, Job
 from steady_queue.pipeline.arguments import serialize_arguments
 from tests.factories import TRACEBACK, make_job
 
 pytestmark = pytest.mark.django_db
+
+ERROR = {"exception_class_path": "builtins.ValueError", "traceback": TRACEBACK}
 
 
 def page(client, job):
@@ -170,6 +173,41 @@ def test_a_retried_job_running_again_names_the_attempt_that_failed(operator):
     top = content[content.index('id="sq-failure"') : content.index('id="sq-traceback"')]
     assert "Attempt 1 failed: ValueError" in top and "on worker-old" in top
     assert 'id="sq-attempt-2"' in content and "running now" in content
+
+
+def test_a_run_ending_while_the_page_renders_leaves_the_page_one_moment(operator):
+    """The page reads the job once: its attempt 2, running as that read saw
+    it, fails (a Retry's job, claimed and failed quickly) right after the
+    read; the state field, the story, the attempts and the workers all still
+    tell of the moment read, where a second read said "failed" beside
+    "attempt 2 running now"."""
+    job = make_job("running", errors=[ERROR], worker_ids=["worker-old"])
+    reads = []
+
+    def fail_the_run_after_the_first_read(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not reads and "steady_queue_jobs" in sql and "CASE WHEN" in sql:
+            reads.append(sql)
+            # What the worker's failure writes, committed between two reads.
+            ClaimedExecution.objects.filter(job_id=job.pk).delete()
+            Job.objects.filter(pk=job.pk).update(
+                errors=[ERROR, ERROR],
+                worker_ids=["worker-old", f"worker-{job.pk}"],
+                finished_at=timezone.now(),
+            )
+            FailedExecution.objects.create_all_for([Job.objects.get(pk=job.pk)])
+        return result
+
+    with connection.execute_wrapper(fail_the_run_after_the_first_read):
+        content = page(operator, job).content.decode()
+
+    assert reads, "the page never read the job with its state"
+    assert "sq-state sq-state-running" in content
+    assert "sq-state sq-state-failed" not in content
+    assert 'id="sq-attempt-2"' in content and "running now" in content
+    # And the next look tells of the failure, whole.
+    content = page(operator, job).content.decode()
+    assert "sq-state sq-state-failed" in content and "running now" not in content
 
 
 def test_every_attempt_run_by_a_worker_shows_its_start_and_end(operator):

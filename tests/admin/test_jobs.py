@@ -117,7 +117,7 @@ def test_staff_without_view_permission_cannot_look(client, db):
 
     client.force_login(staff_with())
     assert client.get(LIST).status_code == 403
-    dashboard = client.get(reverse("admin:steady_queue_job_dashboard"))
+    dashboard = client.get(reverse("admin:steady_queue_dashboard_changelist"))
     assert dashboard.status_code == 403
 
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 pytestmark = pytest.mark.django_db
 
 PAGES = {
-    "dashboard": reverse("admin:steady_queue_job_dashboard"),
+    "dashboard": reverse("admin:steady_queue_dashboard_changelist"),
     "jobs": reverse("admin:steady_queue_job_changelist"),
     "performance": reverse("admin:steady_queue_job_performance"),
 }

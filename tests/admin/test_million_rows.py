@@ -137,7 +137,7 @@ PAGES = {
     "search by id": reverse("admin:steady_queue_job_changelist") + "?q=500000",
     "failed jobs by argument": reverse("admin:steady_queue_job_changelist")
     + "?state=failed&args=alice@example.com",
-    "dashboard": reverse("admin:steady_queue_job_dashboard"),
+    "dashboard": reverse("admin:steady_queue_dashboard_changelist"),
     "performance, last hour": reverse("admin:steady_queue_job_performance")
     + "?window=1h",
     "performance, last day": reverse("admin:steady_queue_job_performance"),

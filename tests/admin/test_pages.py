@@ -80,7 +80,7 @@ def test_the_dashboard_draws_its_charts_and_counts(operator):
     make_job("failed", queue="mail")
     make_job("ready", queue="mail")
     make_job("running")
-    response = operator.get(reverse("admin:steady_queue_job_dashboard"))
+    response = operator.get(reverse("admin:steady_queue_dashboard_changelist"))
     content = response.content.decode()
     assert response.status_code == 200
     assert content.count('<svg xmlns="http://www.w3.org/2000/svg" role="img"') == 3
@@ -104,7 +104,7 @@ def test_the_dashboard_counts_state_machine_rows_per_state_and_stuck(operator):
         state_changed_at=timezone.now() - timedelta(hours=2)
     )
 
-    response = operator.get(reverse("admin:steady_queue_job_dashboard"))
+    response = operator.get(reverse("admin:steady_queue_dashboard_changelist"))
 
     machines = {m["label"]: m for m in response.context["state_machines"]}
     machine = machines["stator_app.Article"]
@@ -128,7 +128,7 @@ def test_the_dashboard_names_a_state_machine_whose_table_cannot_be_read(operator
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE stator_app_parcel RENAME TO stator_app_gone")
 
-    response = operator.get(reverse("admin:steady_queue_job_dashboard"))
+    response = operator.get(reverse("admin:steady_queue_dashboard_changelist"))
 
     content = response.content.decode()
     assert response.status_code == 200
@@ -140,7 +140,9 @@ def test_the_dashboard_names_a_state_machine_whose_table_cannot_be_read(operator
 
 def test_the_app_index_links_the_dashboard(operator):
     response = operator.get(reverse("admin:app_list", args=["steady_queue"]))
-    assert reverse("admin:steady_queue_job_dashboard") in response.content.decode()
+    assert (
+        reverse("admin:steady_queue_dashboard_changelist") in response.content.decode()
+    )
 
 
 def test_the_admin_index_links_the_dashboard(viewer):
@@ -148,9 +150,13 @@ def test_the_admin_index_links_the_dashboard(viewer):
     link = reverse("admin:steady_queue_dashboard_changelist")
 
     assert f'href="{link}"' in index
+    # One address: the sidebar's and the index's link is the dashboard itself,
+    # the nav bar links it too, and the old address redirects to it.
     response = viewer.get(link)
-    assert response.status_code == 302
-    assert response["Location"] == reverse("admin:steady_queue_job_dashboard")
+    assert response.status_code == 200
+    assert f'<a href="{link}">Dashboard</a>' in response.content.decode()
+    old = viewer.get(reverse("admin:steady_queue_job_dashboard"))
+    assert (old.status_code, old["Location"]) == (302, link)
 
 
 @pytest.mark.parametrize("page", ["dashboard", "queues"])
@@ -158,7 +164,7 @@ def test_breadcrumbs_use_the_markup_this_django_styles(viewer, page):
     import django
 
     url = {
-        "dashboard": reverse("admin:steady_queue_job_dashboard"),
+        "dashboard": reverse("admin:steady_queue_dashboard_changelist"),
         "queues": reverse("admin:steady_queue_pause_changelist"),
     }[page]
     content = viewer.get(url).content.decode()
@@ -204,7 +210,7 @@ def test_every_list_has_the_nav_bar_with_rate_windows(operator, name):
 
 
 def test_the_breadcrumbs_are_spaced_as_djangos_own(operator):
-    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
     crumbs = content.decode().split('class="breadcrumbs"')[1].split("</ol>")[0]
     # Inline list items: with no whitespace between them, "Home >Steady Queue".
     assert "</li><li" not in crumbs
@@ -222,7 +228,7 @@ def test_times_are_shown_to_the_second_with_the_exact_time_on_hover(operator):
         "processes": reverse("admin:steady_queue_process_changelist"),
         "jobs": reverse("admin:steady_queue_job_changelist"),
         "job": reverse("admin:steady_queue_job_change", args=[job.pk]),
-        "dashboard": reverse("admin:steady_queue_job_dashboard"),
+        "dashboard": reverse("admin:steady_queue_dashboard_changelist"),
     }
     for name, url in pages.items():
         content = operator.get(url).content.decode()
@@ -271,7 +277,7 @@ def test_the_dashboard_opens_on_no_worker_being_alive_in_red(operator):
     for _ in range(50):
         make_job("ready")
 
-    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
     content = content.decode()
 
     panel = workers_panel(content)
@@ -290,7 +296,7 @@ def test_the_dashboard_names_the_queue_no_live_worker_reads(operator):
     make_job("ready", queue="default")
     make_job("ready", queue="mail")
 
-    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
     content = content.decode()
 
     panel = workers_panel(content)
@@ -310,7 +316,7 @@ def test_the_dashboard_is_calm_when_every_queue_is_read(operator):
     make_job("ready")
     make_job("failed")
 
-    content = operator.get(reverse("admin:steady_queue_job_dashboard")).content
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
     content = content.decode()
 
     panel = workers_panel(content)

@@ -30,7 +30,7 @@ def test_pause_and_resume_never_redirect_off_site(operator, url, next_url):
 
 
 def test_pause_returns_to_the_page_it_came_from(operator):
-    dashboard = reverse("admin:steady_queue_job_dashboard") + "?x=1"
+    dashboard = reverse("admin:steady_queue_dashboard_changelist") + "?x=1"
     response = operator.post(PAUSE, {"queue": "mail", "next": dashboard})
     assert response["Location"] == dashboard
     assert Pause.objects.paused_queue_names() == {"mail"}
@@ -60,7 +60,7 @@ def test_an_operation_on_a_missing_job_is_a_404(operator):
 def test_the_dashboard_hides_hosts_and_pids_without_view_process(client):
     job = make_job("running")
     client.force_login(staff_with(*(c for c in VIEW if c != "view_process")))
-    response = client.get(reverse("admin:steady_queue_job_dashboard"))
+    response = client.get(reverse("admin:steady_queue_dashboard_changelist"))
     content = response.content.decode()
     assert response.status_code == 200
     assert 'id="sq-processes"' not in content
@@ -71,7 +71,9 @@ def test_the_dashboard_hides_hosts_and_pids_without_view_process(client):
 
 def test_the_dashboard_shows_processes_with_view_process(viewer):
     job = make_job("running")
-    content = viewer.get(reverse("admin:steady_queue_job_dashboard")).content.decode()
+    content = viewer.get(
+        reverse("admin:steady_queue_dashboard_changelist")
+    ).content.decode()
     assert 'id="sq-processes"' in content
     assert f"worker-{job.pk}" in content
 

@@ -56,7 +56,7 @@ def admin_pages():
         if model._meta.app_label == "steady_queue":
             name = f"admin:steady_queue_{model._meta.model_name}_changelist"
             urls.append(reverse(name))
-    urls.append(reverse("admin:steady_queue_job_dashboard"))
+    urls.append(reverse("admin:steady_queue_dashboard_changelist"))
     return {url: client.get(url, follow=True).status_code for url in urls}
 
 
