@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 
-from steady_queue.models import Job, Pause
+from steady_queue.dialects import is_lock_conflict
+from steady_queue.models import FailedExecution, Job, Pause, ScheduledExecution
 from tests.factories import make_job
 
 from ..helpers import scaled, wait_for
@@ -83,4 +84,56 @@ def test_the_admins_discard_waits_for_another_writer_and_succeeds(state):
     client = Client()
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
     assert discard_beside_a_writer(by_admin_action(client), state, jobs) is None
+    assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()
+
+
+# How long the discard's session waits for a row lock before the database
+# gives up on the statement: a lock conflict, as a deadlock is.
+SHORT_LOCK_WAIT = {
+    "postgresql": "SET lock_timeout = '200ms'",
+    "mysql": "SET SESSION innodb_lock_wait_timeout = 1",
+}
+
+
+@pytest.mark.parametrize("state", ["scheduled", "failed"])
+def test_a_discard_batch_that_meets_a_lock_conflict_runs_again(state):
+    """The batch's transaction was rolled back whole (MariaDB's deadlocks
+    beside enqueues with dependencies printed a traceback): it runs again."""
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite's writers wait in turn (its busy timeout)")
+    jobs = [make_job(state) for _ in range(3)]
+    conflicts = []
+
+    def note_conflicts(execute, sql, params, many, context):
+        try:
+            return execute(sql, params, many, context)
+        except Exception as error:
+            if is_lock_conflict(error):
+                conflicts.append(error)
+            raise
+
+    def run():
+        with connection.cursor() as cursor:
+            cursor.execute(SHORT_LOCK_WAIT[connection.vendor])
+        with connection.execute_wrapper(note_conflicts):
+            out = StringIO()
+            ids = [argument for job in jobs for argument in ("--id", str(job.pk))]
+            call_command("steady_queue", "discard", "--state", state, *ids, stdout=out)
+            return out.getvalue()
+
+    table = {"scheduled": ScheduledExecution, "failed": FailedExecution}[state]
+    discarding = OtherSession(run)
+    with transaction.atomic():
+        # Their rows held, until the discard's first batch gave up on them.
+        list(table.objects.filter(job_id__in=[j.pk for j in jobs]).select_for_update())
+        discarding.start()
+        wait_for(
+            lambda: conflicts or discarding.finished.is_set(),
+            timeout=30,
+            message="the discard meeting the held rows",
+        )
+    discarding.join(timeout=scaled(30))
+    assert discarding.error is None, discarding.error
+    assert conflicts, "the discard never met the held rows"
+    assert discarding.value == f"Discarded 3 {state} job(s).\n"
     assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()
