@@ -175,7 +175,13 @@ class BatchQuerySet(QueueQuerySet):
         ended = self.exclude(ended_at=None).order_by("pk")
         for batch_id in ended.values_list("pk", flat=True).iterator():
             with atomic(using=self.db):
-                batch = self.select_for_update().filter(pk=batch_id).first()
+                # A write first, not a read: it locks the row as FOR UPDATE
+                # would, and on SQLite takes the write lock, waiting for
+                # another writer; a transaction that began by reading fails
+                # at once ("database is locked") when it comes to write.
+                touched = self.filter(pk=batch_id)
+                touched.update(callback_results=F("callback_results"))
+                batch = touched.first()
                 if batch is not None and batch.failed_callbacks():
                     retried[batch_id] = batch.retry_failed_callbacks()
         return retried

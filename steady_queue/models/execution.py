@@ -120,7 +120,6 @@ class ExecutionQuerySet(QueueQuerySet):
             if progress is not None:
                 progress(len(moved))
 
-
     def _moving_one_batch(self, verb, ids):
         def batch():
             return verb(self.model.objects.using(self.db).filter(job_id__in=ids))

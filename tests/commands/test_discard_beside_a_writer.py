@@ -12,7 +12,17 @@ from django.test import Client
 from django.urls import reverse
 
 from steady_queue.dialects import is_lock_conflict
-from steady_queue.models import FailedExecution, Job, Pause, ScheduledExecution
+from steady_queue.models import (
+    Batch,
+    FailedExecution,
+    Job,
+    Pause,
+    ScheduledExecution,
+)
+from tests.batches.test_metadata_and_callbacks import (
+    CALLBACK,
+    ended_with_a_failed_callback,
+)
 from tests.factories import make_job
 
 from ..helpers import scaled, wait_for
@@ -43,10 +53,11 @@ def by_admin_action(client):
     return discard
 
 
-def discard_beside_a_writer(discard, state, jobs):
-    """Run ``discard`` in another thread while this one holds a write
-    transaction open; commit once the discard sends its first write to our
-    tables (after whatever it read in its transaction), then let it end."""
+def beside_a_writer(operate):
+    """Run ``operate()`` in another thread while this one holds a write
+    transaction open; commit once it sends its first write to our tables
+    (after whatever it read in its transaction), then let it end; return
+    what it raised, or None."""
     writing = threading.Event()
 
     def note_writes(execute, sql, params, many, context):
@@ -57,7 +68,7 @@ def discard_beside_a_writer(discard, state, jobs):
 
     def run():
         with connection.execute_wrapper(note_writes):
-            discard(state, jobs)
+            operate()
 
     discarding = OtherSession(run)
     with transaction.atomic():
@@ -74,7 +85,7 @@ def discard_beside_a_writer(discard, state, jobs):
 @pytest.mark.parametrize("state", ["blocked", "scheduled", "ready", "failed"])
 def test_discard_waits_for_another_writer_and_succeeds(state):
     jobs = [make_job(state) for _ in range(3)]
-    assert discard_beside_a_writer(by_command, state, jobs) is None
+    assert beside_a_writer(lambda: by_command(state, jobs)) is None
     assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()
 
 
@@ -83,8 +94,22 @@ def test_the_admins_discard_waits_for_another_writer_and_succeeds(state):
     jobs = [make_job(state) for _ in range(3)]
     client = Client()
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
-    assert discard_beside_a_writer(by_admin_action(client), state, jobs) is None
+    discard = by_admin_action(client)
+    assert beside_a_writer(lambda: discard(state, jobs)) is None
     assert not Job.objects.filter(pk__in=[job.pk for job in jobs]).exists()
+
+
+def test_retry_callbacks_waits_for_another_writer_and_succeeds():
+    batch_id, good = ended_with_a_failed_callback()
+    Batch.objects.filter(pk=batch_id).update(callbacks={"finish": good})
+    out = StringIO()
+
+    def retry():
+        call_command("steady_queue", "retry-callbacks", "--all", stdout=out)
+
+    assert beside_a_writer(retry) is None
+    [callback] = Job.objects.filter(task_path=CALLBACK)
+    assert f"finish callback: enqueued as job {callback.pk}." in out.getvalue()
 
 
 # How long the discard's session waits for a row lock before the database
