@@ -4,8 +4,11 @@ from benchsettings import *  # noqa: F403
 from benchsettings import INSTALLED_APPS, env
 
 # djtasks is listed as an app because steady_queue runs (and enqueues) only
-# tasks defined in the project's installed apps.
+# tasks defined in the project's installed apps; and, being a module (the
+# tasks are shared with the other Django peers) rather than an app's tasks
+# module, it is named as one that holds tasks.
 INSTALLED_APPS = [*INSTALLED_APPS, "steady_queue", "djtasks"]
+STEADY_QUEUE_TASK_MODULES = ["djtasks"]
 TASKS = {
     "default": {
         "BACKEND": "steady_queue.backend.SteadyQueueBackend",
