@@ -2,19 +2,14 @@
 
 import json
 import logging
-import sys
 
 from django.dispatch import receiver
 
 from . import signals
-from .backend import SteadyQueueBackend
-from .compat import task_finished, task_started
-from .pipeline import job_lines
 
 logger = logging.getLogger("steady_queue")
-# The per-job lines, apart: silence them alone with its level, process events
-# stay (docs/commands.rst, Logging).
-job_logger = job_lines.logger
+# The per-job lines are pipeline/job_lines.py's, on "steady_queue.jobs": the
+# runner writes them, whoever receives Django's signals.
 
 
 @receiver(signals.process_started)
@@ -76,45 +71,6 @@ def log_recurring_task_enqueued(sender, key, run_at, task_result, **kwargs):
         task_result.id,
         run_at.isoformat(),
     )
-
-
-@receiver(task_started)
-def log_job_started(sender, task_result, **kwargs):
-    # Asked first: the arguments cost more than the check, once per job.
-    if job_logger.isEnabledFor(logging.DEBUG) and _ours(sender):
-        job_logger.debug(
-            "job %s %s started (queue %s, attempt %s)",
-            task_result.id,
-            task_result.task.module_path,
-            task_result.task.queue_name,
-            task_result.attempts,
-        )
-
-
-@receiver(task_finished)
-def log_job_finished(sender, task_result, **kwargs):
-    # Sent inside the handler of a failed job's exception (pipeline/runner.py):
-    # the line carries its traceback. log_finished asks the logger's level
-    # before it builds anything: the line costs more than the check.
-    if _ours(sender):
-        job_lines.log_finished(task_result, sys.exc_info())
-
-
-def _ours(sender):
-    # Remembered per sender: issubclass() of an abstract base class costs
-    # more than the rest of this check, once per job.
-    try:
-        return _OURS[sender]
-    except KeyError:
-        ours = isinstance(sender, type) and issubclass(sender, SteadyQueueBackend)
-        _OURS[sender] = ours
-        return ours
-    except TypeError:  # an unhashable sender: not a backend class
-        return False
-
-
-# sender -> whether it is one of our backend classes (_ours).
-_OURS = {}
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"

@@ -18,7 +18,7 @@ def took(started, ended):
     return f" in {(ended - started).total_seconds():.3f} s"
 
 
-def log_attempt(level, outcome, state, then, *args):
+def log_attempt(level, outcome, state, then, *args, exc_info=None):
     """``job <id> <task> <STATE> in <s> s`` for a run's outcome, then
     ``then`` (a format of ``args``): what follows the attempt."""
     if logger.isEnabledFor(level):
@@ -29,6 +29,7 @@ def log_attempt(level, outcome, state, then, *args):
             outcome.job.task_path,
             took(outcome.claimed_at, outcome.finished_at),
             *args,
+            exc_info=exc_info,
         )
 
 
@@ -69,22 +70,32 @@ def log_retrying(outcome):
     )
 
 
-def log_finished(task_result, exc_info=None):
+def log_started(job):
+    """``job <id> <task> started (queue <q>, attempt <n>)``, at DEBUG."""
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "job %s %s started (queue %s, attempt %s)",
+            job.pk,
+            job.task_path,
+            job.queue_name,
+            job.runs_dropped + len(job.worker_ids) + 1,
+        )
+
+
+def log_ended(outcome):
     """A job that ended: INFO when it succeeded; ERROR when it failed, with
-    the traceback when the caller is handling its exception."""
-    succeeded = task_result.status == "SUCCESSFUL"
+    the task's traceback when its run raised."""
+    succeeded = outcome.succeeded
     level = logging.INFO if succeeded else logging.ERROR
     if not logger.isEnabledFor(level):
         return
-    error = task_result.errors[-1].exception_class_path if task_result.errors else ""
-    logger.log(
+    error = (outcome.error or {}).get("exception_class_path", "")
+    exception = None if succeeded else outcome.exception
+    log_attempt(
         level,
-        "job %s %s %s%s%s",
-        task_result.id,
-        task_result.task.module_path,
-        task_result.status,
-        took(task_result.last_attempted_at, task_result.finished_at),
+        outcome,
+        "SUCCESSFUL" if succeeded else "FAILED",
+        "%s",
         f" ({error})" if error and not succeeded else "",
-        # sys.exc_info() outside a handler is (None, None, None): no traceback.
-        exc_info=exc_info if not succeeded and exc_info and exc_info[0] else None,
+        exc_info=exception,
     )

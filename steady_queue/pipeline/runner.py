@@ -37,6 +37,7 @@ from .outcome import (
 )
 from .results import build_result
 from .run_context import running
+from .signal_readers import is_read
 
 logger = logging.getLogger("steady_queue")
 
@@ -141,6 +142,10 @@ class JobRunner:
         if outcome.retry_at is not None:
             job_lines.log_retrying(outcome)
             return
+        job_lines.log_ended(outcome)
+        level = logging.INFO if outcome.succeeded else logging.ERROR
+        if not is_read(task_finished, self.backend_class, level):
+            return
         status = (
             TaskResultStatus.SUCCESSFUL
             if outcome.succeeded
@@ -185,14 +190,20 @@ class JobRunner:
         # Decoded once per run, before this: a model argument whose row is gone
         # has raised already, and the task is not called.
         args, kwargs = arguments
-        result = build_result(
-            claim.job,
-            task,
-            status=TaskResultStatus.RUNNING,
-            claimed_at=claim.claimed_at,
-            worker_ids=[*claim.job.worker_ids, self.worker_id],
-        )
-        task_started.send(self.backend_class, task_result=result)
+        job_lines.log_started(claim.job)
+        # Built only for a reader: a task that takes its context, or a
+        # receiver of task_started (pipeline/signal_readers.py).
+        announced = is_read(task_started, self.backend_class)
+        if announced or task.takes_context:
+            result = build_result(
+                claim.job,
+                task,
+                status=TaskResultStatus.RUNNING,
+                claimed_at=claim.claimed_at,
+                worker_ids=[*claim.job.worker_ids, self.worker_id],
+            )
+        if announced:
+            task_started.send(self.backend_class, task_result=result)
         args = list(args)
         if task.takes_context:
             args.insert(0, TaskContext(task_result=result))
