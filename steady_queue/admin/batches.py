@@ -73,13 +73,17 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     paginator = CappedPaginator
     list_per_page = 50
     actions = ()
+    # A few fields to a line, and the callbacks before the metadata: on one
+    # field per line the callbacks were a screen and a half down.
     fieldsets = (
-        (None, {"fields": ("id", "state_label", "progress_wide", "jobs")}),
-        ("Counts", {"fields": ("size", "finished", "failed", "discarded", "pending")}),
-        ("Metadata", {"fields": ("metadata_json",)}),
+        (None, {"fields": (("id", "state_label", "jobs"), "progress_wide")}),
+        (
+            "Counts",
+            {"fields": (("size", "finished", "failed", "discarded", "pending"),)},
+        ),
         ("Callbacks", {"fields": ("callbacks_list",)}),
-        ("Timeline", {"fields": ("created", "ended")}),
-        ("Other", {"fields": ("backend_name",)}),
+        ("Timeline", {"fields": (("created", "ended", "backend_name"),)}),
+        ("Metadata", {"fields": ("metadata_json",)}),
     )
     readonly_fields = (
         "id",

@@ -77,27 +77,33 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         actions.cancel_running,
     )
     # The error and the attempts come first, above these (job/change_form.html).
+    # A few fields to a line: one per line, Django's default, made the page
+    # two and a half screens tall.
     fieldsets = (
         (
             None,
-            {"fields": ("id", "task_path", "queue_name", "state_label", "priority")},
+            {
+                "fields": (
+                    ("id", "state_label", "priority"),
+                    ("task_path", "queue_name"),
+                )
+            },
         ),
         ("Arguments", {"fields": ("python_arguments",)}),
         (
             "Timeline",
             {
                 "fields": (
-                    "enqueued",
-                    "scheduled",
-                    "started",
-                    "last_attempt",
-                    "elapsed",
-                    "finished",
+                    ("enqueued", "scheduled", "started"),
+                    ("last_attempt", "elapsed", "finished"),
                 )
             },
         ),
-        ("Runs", {"fields": ("attempts", "workers", "handed_back", "result_json")}),
-        ("Other", {"fields": ("backend_name", "limits", "batch_link")}),
+        (
+            "Runs",
+            {"fields": (("attempts", "workers"), "handed_back", "result_json")},
+        ),
+        ("Other", {"fields": (("backend_name", "limits", "batch_link"),)}),
     )
     readonly_fields = (
         "id",

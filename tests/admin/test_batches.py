@@ -1,6 +1,5 @@
 """The batches admin: the list with progress, a batch's page, its jobs, read-only."""
 
-import re
 from datetime import timedelta
 
 import pytest
@@ -13,6 +12,7 @@ from steady_queue.batches import BatchState, BatchStatus
 from steady_queue.models import Batch, Job, ReadyExecution
 from tests import tasks
 from tests.admin.conftest import VIEW, staff_with
+from tests.admin.fields import field_value
 from tests.admin.test_browser import browser  # noqa: F401 (a fixture)
 from tests.factories import make_job
 
@@ -40,16 +40,6 @@ def counted(batch_id, ended=False, **counts):
 
 
 COUNTS = ("size", "finished", "failed", "discarded", "pending")
-
-
-def shown(content, field):
-    """The value a batch's page shows for a field."""
-    found = re.search(
-        rf'class="form-row field-{field}">.*?<div class="readonly">(.*?)</div>',
-        content,
-        re.DOTALL,
-    )
-    return found.group(1)
 
 
 def listed_ids(response):
@@ -182,7 +172,13 @@ def test_the_batch_page_shows_counts_metadata_and_each_callbacks_job(operator):
     assert '<span class="sq-state sq-state-failed">failed</span>' in content
     assert 'class="sq-progress sq-progress-wide"' in content
     assert 'aria-valuenow="100"' in content
-    assert [shown(content, field) for field in COUNTS] == ["3", "2", "0", "1", "0"]
+    assert [field_value(content, field) for field in COUNTS] == [
+        "3",
+        "2",
+        "0",
+        "1",
+        "0",
+    ]
     assert "&quot;report&quot;: &quot;nightly&quot;" in content
     job_page = reverse("admin:steady_queue_job_change", args=[finish.pk])
     assert (
@@ -385,7 +381,7 @@ def test_a_jobs_page_links_its_batch(operator):
     )
     loner_page = operator.get(reverse("admin:steady_queue_job_change", args=[loner.pk]))
 
-    assert shown(member_page.content.decode(), "batch_link") == (
+    assert field_value(member_page.content.decode(), "batch_link") == (
         f'<a href="{page(batch_id)}">Batch {batch_id}</a>'
     )
-    assert shown(loner_page.content.decode(), "batch_link") == "-"
+    assert field_value(loner_page.content.decode(), "batch_link") == "-"

@@ -24,6 +24,7 @@ from steady_queue.models import (
     RecurringTask,
 )
 from steady_queue.pipeline.arguments import serialize_arguments
+from tests.admin.fields import field_css
 from tests.factories import make_job
 from tests.helpers import scaled, wait_for
 
@@ -296,13 +297,10 @@ def test_an_operator_cancels_a_running_job(
     log_in(browser, live_server)
     browser.get(f"{live_server.url}/admin/steady_queue/job/{result.id}/change/")
     assert browser.find_element(By.CSS_SELECTOR, ".sq-state").text == "running"
-    assert (
-        browser.find_element(By.CSS_SELECTOR, ".field-attempts .readonly").text == "1"
-    )
-    assert browser.find_element(By.CSS_SELECTOR, ".field-started .readonly").text != "-"
-    assert browser.find_element(
-        By.CSS_SELECTOR, ".field-elapsed .readonly"
-    ).text.endswith(" s")
+    assert browser.find_element(By.CSS_SELECTOR, field_css("attempts")).text == "1"
+    assert browser.find_element(By.CSS_SELECTOR, field_css("started")).text != "-"
+    elapsed = browser.find_element(By.CSS_SELECTOR, field_css("elapsed"))
+    assert elapsed.text.endswith(" s")
     browser.save_screenshot(str(SHOTS / "job-running.png"))
     browser.execute_script("document.querySelector('.field-enqueued').scrollIntoView()")
     browser.save_screenshot(str(SHOTS / "job-running-timeline.png"))
@@ -517,4 +515,37 @@ def test_a_jobs_page_leads_with_its_state_in_words(browser, live_server):
         browser.implicitly_wait(0)
         assert not browser.find_elements(By.ID, "sq-failure")
         browser.implicitly_wait(scaled(5))
+        # Compact: the fields a few to a line, the page two screens at most
+        # (one field per line, Django's default, made it 2,100-2,700 px).
         browser.save_screenshot(str(SHOTS / f"{shot}.png"))
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        assert height <= 2 * viewport, height
+
+
+def test_a_batchs_page_shows_its_callbacks_on_the_first_screen(browser, live_server):
+    """The counts, then the callbacks and the jobs they became, within the
+    first screen at 1400x900 (they were at 1,860 px); the metadata below."""
+    from selenium.webdriver.common.by import By
+
+    import steady_queue
+    from steady_queue.testing import run_pending
+    from tests import tasks
+
+    User.objects.create_superuser("operator", "op@example.com", "a-password")
+    with steady_queue.batch(
+        on_finish=tasks.batch_callback,
+        on_success=tasks.batch_callback,
+        on_failure=tasks.other_batch_callback,
+        metadata={"report": "nightly", "rows": list(range(40))},
+    ) as opened:
+        for number in range(3):
+            tasks.batch_member.enqueue(number)
+    run_pending()
+
+    browser.set_window_size(1400, 900)
+    log_in(browser, live_server)
+    viewport = browser.execute_script("return window.innerHeight")
+    browser.get(f"{live_server.url}/admin/steady_queue/batch/{opened.id}/change/")
+    browser.save_screenshot(str(SHOTS / "batch.png"))
+    callback = browser.find_element(By.ID, "sq-callback-success")
+    assert callback.rect["y"] + callback.rect["height"] <= viewport, callback.rect

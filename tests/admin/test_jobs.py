@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from steady_queue.models import ClaimedExecution
+from tests.admin.fields import field_html
 from tests.factories import make_job
 
 pytestmark = pytest.mark.django_db
@@ -131,9 +132,9 @@ def test_a_running_jobs_page_shows_its_start_elapsed_time_and_attempt(operator):
 
     # The attempt going on counts, as get_result() counts it.
     assert result.attempts == 1
-    assert '<div class="readonly">1</div>' in _field(content, "attempts")
-    assert '<div class="readonly">-</div>' not in _field(content, "started")
-    assert " s</div>" in _field(content, "elapsed")
+    assert '<div class="readonly">1</div>' in field_html(content, "attempts")
+    assert '<div class="readonly">-</div>' not in field_html(content, "started")
+    assert " s</div>" in field_html(content, "elapsed")
 
 
 def test_the_list_shows_elapsed_time_and_the_last_error(operator, one_of_each):
@@ -147,11 +148,3 @@ def test_the_list_shows_elapsed_time_and_the_last_error(operator, one_of_each):
     assert len(shown) == 1 and 0 <= int(shown[0]) <= since_claim + 1, shown
     assert "ValueError: it broke" in content
     assert 'title="ValueError: it broke"' in content
-
-
-def _field(content, name):
-    """The HTML of one read-only field's row on a change page."""
-    start = content.index(f"field-{name}")
-    return content[
-        start : content.index("</div>", content.index("readonly", start)) + 6
-    ]
