@@ -1,10 +1,10 @@
 """docs/workflows.rst's worked example, pasted into a new project as it is.
 
-Each of the page's blocks that opens with ``# shop/<file>.py`` is written to
-that file; then an order is placed through the page's view, a worker runs
-what is due, the payment provider's callback reaches the page's webhook
-through Django's CSRF check as a real one would (no token), and the order
-ships with the card charged once.
+Each of the page's blocks that opens with a file's path (``# shop/...py``,
+``# mysite/urls.py``) is written to that file; then an order is placed
+through the page's view, a worker runs what is due, the payment provider's
+callback reaches the page's webhook through Django's CSRF check as a real
+one would (no token), and the order ships with the card charged once.
 """
 
 import json
@@ -16,23 +16,13 @@ pytestmark = MARKS
 
 PAGE = "workflows.rst"
 
-URLS = """
-from django.urls import path
-from shop import views
-
-urlpatterns += [
-    path("orders/", views.place_order),
-    path("orders/<int:order_id>/paid/", views.payment_webhook),
-]
-"""
-
 
 def files_on(page):
     """{path: code} of the page's blocks that name their file first."""
     files = {}
     for block in code_blocks(page):
         first = block.splitlines()[0]
-        if first.startswith("# shop/") and first.endswith(".py"):
+        if first.startswith(("# shop/", "# mysite/")) and first.endswith(".py"):
             files[first[2:]] = block
     return files
 
@@ -55,17 +45,18 @@ def post(project, url, data, csrf_checks):
 def test_the_workflow_example_runs_as_pasted_and_ships_once_paid(tmp_path):
     project = Project.start(tmp_path / "site")
     project.configure(
-        readme_block('"BACKEND": "steady_queue.backend.SteadyQueueBackend"').replace(
-            "[...,", "[*INSTALLED_APPS,"
-        ),
+        readme_block('"BACKEND": "steady_queue.backend.SteadyQueueBackend"'),
         project.installed_apps("shop"),
     )
     files = files_on(PAGE)
-    assert sorted(files) == ["shop/models.py", "shop/tasks.py", "shop/views.py"]
+    assert sorted(files) == [
+        "mysite/urls.py",
+        "shop/models.py",
+        "shop/tasks.py",
+        "shop/views.py",
+    ]
     for path, code in files.items():
         project.write(path, code)
-    urls = project.path / "mysite" / "urls.py"
-    project.write("mysite/urls.py", urls.read_text() + URLS)
     project.manage("makemigrations", "shop")
     project.manage("migrate")
 
