@@ -82,6 +82,40 @@ def zombie_children(pid):
     return zombies
 
 
+def freeze(pid, attempts=200):
+    """SIGSTOP a child at a moment it holds no SQLite write lock.
+
+    A child stopped inside a write transaction keeps SQLite's one write lock
+    while it is stopped: every process's writes then fail, its supervisor's
+    too, and the supervisor prunes (a write) before it kills a silent child,
+    so it never replaces it. That is a known limit on SQLite (see the stop
+    notes), not what these tests are about: they stop a child between its
+    transactions. Elsewhere row locks stop no other writer.
+    """
+    for _ in range(attempts):
+        os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: (proc_stat(pid) or ("T",))[0] == "T", message="stopped")
+        if connection.vendor != "sqlite" or _sqlite_write_lock_is_free():
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} held the SQLite write lock at every try")
+
+
+def _sqlite_write_lock_is_free():
+    import sqlite3
+
+    probe = sqlite3.connect(connection.settings_dict["NAME"], timeout=0.2)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+
+
 def is_running(pid):
     stat = proc_stat(pid)
     return stat is not None and stat[0] != "Z"

@@ -10,7 +10,14 @@ import pytest
 from django.db import connection
 
 from ..helpers import wait_for
-from .support import QUICK_LIVENESS, ROOT, is_running, wait_for_boot, wait_for_workers
+from .support import (
+    QUICK_LIVENESS,
+    ROOT,
+    freeze,
+    is_running,
+    wait_for_boot,
+    wait_for_workers,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -112,7 +119,7 @@ def test_a_frozen_worker_is_replaced_and_the_file_stays_fresh(
     )
     [worker] = wait_for_boot(supervisor)
 
-    os.kill(worker.pid, signal.SIGSTOP)
+    freeze(worker.pid)
 
     wait_for_workers(1, exclude_pids={worker.pid}, timeout=20)
     wait_for(lambda: not is_running(worker.pid), message="the frozen worker is gone")

@@ -3,8 +3,6 @@ holds the GIL past its timeout, or that was stopped (SIGSTOP), runs neither its
 sentinel nor its heartbeat thread, so its supervisor kills it and resolves its
 claims."""
 
-import os
-import signal
 import time
 
 import pytest
@@ -18,6 +16,7 @@ from .support import (
     QUICK_ALIVE_THRESHOLD,
     QUICK_LIVENESS,
     enqueue_records,
+    freeze,
     is_running,
     runs_by_label,
     status_of,
@@ -118,7 +117,7 @@ def test_a_stopped_worker_is_killed_and_its_job_failed_within_the_threshold(
     # Started, not only claimed: a claim never started goes back to ready.
     wait_for(notes.exists, message="the job to start")
 
-    os.kill(worker.pid, signal.SIGSTOP)
+    freeze(worker.pid)
     stopped = time.monotonic()
 
     wait_for(
