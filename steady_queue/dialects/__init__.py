@@ -115,6 +115,19 @@ def retrying_lock_conflicts(function, *args, **kwargs):
             time.sleep(0.01 * (attempt + 1))
 
 
+def retrying_own_transaction(connection, function, *args, **kwargs):
+    """Call function, which runs a transaction of its own on ``connection``
+    (atomic()), again on a lock conflict; once only inside a caller's block.
+
+    A deadlock rolls back the whole transaction: ours can run again, but
+    inside a caller's atomic() it was the caller's transaction that was lost,
+    and the caller's to retry.
+    """
+    if connection.in_atomic_block:
+        return function(*args, **kwargs)
+    return retrying_lock_conflicts(function, *args, **kwargs)
+
+
 __all__ = [
     "Dialect",
     "answers",
@@ -125,6 +138,7 @@ __all__ = [
     "is_lock_conflict",
     "refuses_the_row",
     "retrying_lock_conflicts",
+    "retrying_own_transaction",
 ]
 
 

@@ -5,7 +5,7 @@ from django.db.models import Count, Min
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
-from ..dialects import retrying_lock_conflicts
+from ..dialects import retrying_own_transaction
 from ..dialects.isolation import atomic
 from .base import QueueQuerySet
 from .batch import Batch
@@ -124,14 +124,10 @@ class ExecutionQuerySet(QueueQuerySet):
         def batch():
             return verb(self.model.objects.using(self.db).filter(job_id__in=ids))
 
-        # A deadlock rolls the batch's own transaction back whole, so it can
-        # run again: on MariaDB an operator's discard beside enqueues with
-        # dependencies met one in 6 of 15 runs and printed a traceback. Inside
-        # a caller's atomic() the caller's transaction is what was lost:
-        # that is the caller's to retry.
-        if connections[self.db].in_atomic_block:
-            return batch()
-        return retrying_lock_conflicts(batch)
+        # Run again on a deadlock: on MariaDB an operator's discard beside
+        # enqueues with dependencies met one in 6 of 15 runs and printed a
+        # traceback.
+        return retrying_own_transaction(connections[self.db], batch)
 
 
 class Execution(models.Model):

@@ -78,7 +78,7 @@ def log_started(job):
             job.pk,
             job.task_path,
             job.queue_name,
-            job.runs_dropped + len(job.worker_ids) + 1,
+            job.attempts + 1,
         )
 
 

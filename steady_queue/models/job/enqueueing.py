@@ -12,7 +12,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from ...dialects import retrying_lock_conflicts
+from ...dialects import retrying_own_transaction
 from ...dialects.isolation import atomic
 from ...exceptions import DuplicateTaskError
 from ...states import State
@@ -313,18 +313,16 @@ class Enqueueing:
         return self.route([job], limits={job.pk: request.limits})[job.pk]
 
     def _with_lock_retries(self, function, requests):
-        # A deadlock (MySQL) rolls back the whole transaction: it can be run again
-        # only when it is our own, not when enqueue joined the caller's atomic().
-        if self.connection.in_atomic_block:
-            return function(requests)
-
+        # Run again after a deadlock (MySQL) only when the transaction is our
+        # own, not when enqueue joined the caller's atomic(); each attempt
+        # inserts the jobs afresh.
         def attempt(requests):
             for request in requests:
                 request.job.pk = None
                 request.job._state.adding = True
             return function(requests)
 
-        return retrying_lock_conflicts(attempt, requests)
+        return retrying_own_transaction(self.connection, attempt, requests)
 
     def _owns_a_compound_statement(self):
         """Whether this enqueue runs its own transaction as one compound
