@@ -18,7 +18,7 @@ WITH := -e ".[postgres,pymysql,test]" sphinx ruff import-linter
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo bench bench-limits bench-workflows bench-scale docs lint lint-imports clean env chromium \
+.PHONY: test test-fast demo messages bench bench-limits bench-fairness bench-workflows bench-scale docs lint lint-imports clean env chromium \
 	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
@@ -68,7 +68,14 @@ bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/run.py $(ARGS)
 	@$(PYTHON) bench/held_xmin.py
 	@$(VENVS)/dj61/bin/python bench/limits.py
+	@$(VENVS)/dj61/bin/python bench/fairness.py
 	@$(VENVS)/dj61/bin/python bench/workflows.py
+
+# How soon a second tenant runs behind a burst with @fair, what turns cost the
+# burst's drain, and how evenly 1,000 tenants take turns, on each database
+# (100,000 jobs a case, about 5 minutes a database; --jobs N in ARGS).
+bench-fairness: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/python bench/fairness.py $(ARGS)
 
 # What rate and concurrency limits cost per job, on each database (~2 minutes).
 bench-limits: $(VENVS)/dj61/.installed
@@ -81,6 +88,14 @@ bench-workflows: $(VENVS)/dj61/.installed
 
 # Enqueue, pickup and drain on empty tables, then beside 1,000,000 finished
 # and 100,000 waiting jobs (docs/performance.rst, "Cost as work grows").
+# The admin's translation catalogs (docs/operations.rst): every language's
+# brought up to date with the code and compiled; LOCALE=xx starts a new one.
+messages: $(VENVS)/dj61/.installed
+	@cd steady_queue && ../$(VENVS)/dj61/bin/django-admin makemessages \
+		$(if $(LOCALE),--locale $(LOCALE),--all) --no-obsolete \
+		--ignore=management --ignore=commands --ignore=migrations
+	@cd steady_queue && ../$(VENVS)/dj61/bin/django-admin compilemessages
+
 bench-scale: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/scale.py $(ARGS)
 

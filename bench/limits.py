@@ -35,7 +35,7 @@ KINDS = ("plain", "concurrency_limited", "rate_limited", "stacked")
 WAITING = 10_000
 
 
-def database_settings(vendor):
+def database_settings(vendor, name=DB_NAME):
     if vendor == "sqlite":
         path = Path(tempfile.mkdtemp()) / "limits.sqlite3"
         return {
@@ -46,7 +46,7 @@ def database_settings(vendor):
     if vendor == "postgresql":
         return {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": DB_NAME,
+            "NAME": name,
             "USER": os.environ.get("BENCH_PG_USER", "postgres"),
             "HOST": os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
             "PORT": os.environ.get("BENCH_PG_PORT", "5432"),
@@ -56,7 +56,7 @@ def database_settings(vendor):
     pymysql.install_as_MySQLdb()
     return {
         "ENGINE": "django.db.backends.mysql",
-        "NAME": DB_NAME,
+        "NAME": name,
         "USER": os.environ.get("BENCH_MYSQL_USER", "root"),
         "PASSWORD": os.environ.get("BENCH_MYSQL_PASSWORD", ""),
         "HOST": os.environ.get("BENCH_MYSQL_HOST", "127.0.0.1"),
@@ -64,14 +64,15 @@ def database_settings(vendor):
     }
 
 
-def set_up(vendor):
-    """Configure Django for one database, recreate it, migrate."""
+def set_up(vendor, name=DB_NAME):
+    """Configure Django for one database (``name``, but for SQLite's
+    temporary file), recreate it, migrate."""
     import django
     from django.conf import settings
 
     settings.configure(
         INSTALLED_APPS=["steady_queue", "limits_app"],
-        DATABASES={"default": database_settings(vendor)},
+        DATABASES={"default": database_settings(vendor, name)},
         TASKS={
             "default": {
                 "BACKEND": "steady_queue.backend.SteadyQueueBackend",
@@ -88,8 +89,8 @@ def set_up(vendor):
 
     if vendor != "sqlite":
         with connection._nodb_cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
-            cursor.execute(f"CREATE DATABASE {DB_NAME}")
+            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+            cursor.execute(f"CREATE DATABASE {name}")
     call_command("migrate", verbosity=0)
 
 
@@ -152,14 +153,21 @@ def measure(vendor, n):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=2000)
+    run_each_database(__file__, __doc__, measure, write, default_jobs=2000)
+
+
+def run_each_database(script, description, measure, write, default_jobs):
+    """A bench's command line: measure each database asked for in a process
+    of its own (Django configures once a process), each printing its
+    results as its last line, then ``write(results, jobs)``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--jobs", type=int, default=default_jobs)
     parser.add_argument(
         "--databases", nargs="+", default=["sqlite", "postgresql", "mariadb"]
     )
     parser.add_argument("--database", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.database:  # one database per process: Django configures once
+    if args.database:
         print(json.dumps(measure(args.database, args.jobs)))
         return
     import subprocess
@@ -168,7 +176,7 @@ def main():
     for vendor in args.databases:
         print(f"{vendor}:", flush=True)
         out = subprocess.run(
-            [sys.executable, __file__, "--database", vendor, "--jobs", str(args.jobs)],
+            [sys.executable, script, "--database", vendor, "--jobs", str(args.jobs)],
             capture_output=True,
             text=True,
             cwd=BENCH,

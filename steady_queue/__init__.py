@@ -9,6 +9,8 @@ __version__ = "0.1.0"
 from . import recurring as _recurring_api  # noqa: F401
 from .batches import add_to_batch, batch, get_batch
 from .decorators.concurrency import limits_concurrency
+from .decorators.debounce import debounce
+from .decorators.fair import fair
 from .decorators.on_commit import enqueue_on_commit
 from .decorators.rate import limits_rate
 from .decorators.retries import exponential, fixed, retry
@@ -27,6 +29,7 @@ __all__ = [
     "add_to_batch",
     "batch",
     "call_arguments",
+    "debounce",
     "dependency_results",
     "depends_on",
     "durable_sleep",
@@ -34,6 +37,7 @@ __all__ = [
     "enqueue_many",
     "enqueue_on_commit",
     "exponential",
+    "fair",
     "fixed",
     "get_batch",
     "limits_concurrency",

@@ -2,11 +2,12 @@
 
 from django.apps import AppConfig
 from django.core import checks
+from django.utils.translation import gettext_lazy as _
 
 
 class SteadyQueueConfig(AppConfig):
     name = "steady_queue"
-    verbose_name = "Steady Queue"
+    verbose_name = _("Steady Queue")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):

@@ -2,6 +2,7 @@
 
 import gc
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -19,7 +20,10 @@ from .compat import (
     task_enqueued,
 )
 from .conf import parse_options
+from .decorators.debounce import debounce_of
+from .decorators.fair import fair_of
 from .decorators.limits import limits_of
+from .decorators.task_keywords import SteadyTask
 from .decorators.unique import unique_of
 from .exceptions import BatchError, DependencyError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
@@ -48,6 +52,8 @@ class SteadyQueueBackend(BaseTaskBackend):
     supports_get_result = True
     # Larger priorities are claimed first, within a queue.
     supports_priority = True
+    # Django 6.1's @task passes its extra keywords here: @task(retry=5, ...).
+    task_class = SteadyTask
 
     def __init__(self, alias, params):
         super().__init__(alias, params)
@@ -266,6 +272,14 @@ class _Requests:
         self.max_argument_bytes = backend.config.max_argument_bytes
         self.limits = limits_of(task)
         self.unique = unique_of(task)
+        self.debounce = debounce_of(task)
+        self.fair = fair_of(task)
+        if self.unique and self.debounce:
+            raise InvalidTask(
+                f"{self.task_path} is both @unique and @debounce: a debounced "
+                "task already keeps one pending run per key. Drop @unique. "
+                "Nothing was enqueued."
+            )
         opened = _open_batch_for(backend, task)
         self.batch_sized_when_sealed = opened.sized_when_sealed if opened else False
         # The send span's trace context, the same for every call (None: off).
@@ -289,16 +303,19 @@ class _Requests:
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
         task, limits, unique = self.task, self.limits, self.unique
-        limit_columns = (
+        # The columns a call's own arguments decide: its limit keys, its tenant.
+        columns = (
             self.job_class.limit_columns(*limits.keys_for(task, args, kwargs))
             if limits
             else {}
         )
+        if self.fair:
+            columns["fair_key"] = self.fair.key_for(task, args, kwargs)
         job = self.unsaved(
             arguments=serialize_arguments(
                 self.task_path, args, kwargs, self.max_argument_bytes
             ),
-            **limit_columns,
+            **columns,
         )
         request = self.request_class(
             job,
@@ -308,6 +325,13 @@ class _Requests:
             self.batch_sized_when_sealed,
             self.dependencies,
         )
+        if self.debounce:
+            debounced = self.debounce
+            request.debounce = debounced
+            request.debounce_key = debounced.key_for(task, args, kwargs, job.arguments)
+            # Run once the burst is quiet (or at its run_after, if later).
+            quiet = timezone.now() + timedelta(seconds=debounced.quiet)
+            job.scheduled_at = max(filter(None, (job.scheduled_at, quiet)))
         if self.trace is not None:
             # After the unique key: equal calls from two traces are duplicates.
             job.arguments[TRACE_KEY] = self.trace

@@ -152,9 +152,10 @@ class DuplicateTaskError(EnqueueError):
     def __init__(self, task_path, unique_key, pending_job_id):
         self.result_id = str(pending_job_id)
         super().__init__(
-            f"{task_path} already has a pending run with the unique key "
-            f"{unique_key!r} (result id {pending_job_id}), and its @unique says "
-            'on_duplicate="refuse". Wait for that run to start, or use '
+            f"{task_path} already has a run holding the unique key "
+            f"{unique_key!r} (result id {pending_job_id}; pending, or running "
+            'under until="finished"), and its @unique says on_duplicate="refuse". '
+            "Wait for that run to start (or end), or use "
             'on_duplicate="merge" to get its result instead.'
         )
 

@@ -76,3 +76,29 @@ def at_isolation_level(name):
         else:
             options["isolation_level"] = before
         connection.close()
+
+
+def holding_a_transaction(work, seconds):
+    """Run ``work()`` in another thread's transaction, kept open until the
+    returned ``release`` is set or ``seconds`` pass; return (release,
+    committed) once ``work`` has run. For race tests: what one transaction
+    holds while the test runs another against it."""
+    import threading
+
+    from django.db import connection, transaction
+
+    ran, release, committed = (threading.Event() for _ in range(3))
+
+    def hold():
+        try:
+            with transaction.atomic():
+                work()
+                ran.set()
+                release.wait(seconds)
+            committed.set()
+        finally:
+            connection.close()
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert ran.wait(scaled(10)), "the held transaction did not run"
+    return release, committed

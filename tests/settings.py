@@ -184,6 +184,8 @@ STEADY_QUEUE_TASK_MODULES = [
     "tests.poison",
     "tests.deploy_tasks",
     "tests.workflow_tasks",
+    # Defined with @task(...) keywords on Django 6.1, empty before it.
+    "tests.keyword_tasks",
     # The embedded servers' site: a package of the project, no installed app.
     "tests.embedded_site.tasks",
 ]
@@ -204,7 +206,7 @@ TASKS = {
             ],
             "dispatchers": [
                 {
-                    "polling_interval": 0.1,
+                    "polling_interval": _env_number("SQ_TEST_DISPATCH_INTERVAL", 0.1),
                     "batch_size": 100,
                     "concurrency_maintenance_interval": 1.0,
                 }
@@ -270,6 +272,11 @@ for _option, _variable, _kind in (
         TASKS["default"]["OPTIONS"]["workers"][0][_option] = _kind(
             os.environ[_variable]
         )
+# tests/integration/test_priority_aging.py: priority aging, in seconds.
+if os.environ.get("SQ_TEST_PRIORITY_AGING"):
+    TASKS["default"]["OPTIONS"]["priority_aging"] = float(
+        os.environ["SQ_TEST_PRIORITY_AGING"]
+    )
 if os.environ.get("SQ_TEST_TIMEOUT"):
     TASKS["default"]["OPTIONS"]["timeout"] = float(os.environ["SQ_TEST_TIMEOUT"])
 

@@ -9,7 +9,15 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from steady_queue import Snooze, limits_concurrency, limits_rate, retry, unique
+from steady_queue import (
+    Snooze,
+    debounce,
+    fair,
+    limits_concurrency,
+    limits_rate,
+    retry,
+    unique,
+)
 from steady_queue.compat import task
 from steady_queue.decorators.timeouts import timeout
 
@@ -335,6 +343,84 @@ def refresh_listing(listing_id):
 @task
 def export_account(account_id, **options):
     return account_id
+
+
+@unique(key=lambda report_id: f"report/{report_id}", on_duplicate="raise_priority")
+@task
+def build_report(report_id):
+    """One pending run per report; an urgent duplicate hurries it."""
+    return report_id
+
+
+@unique(key=lambda account_id: f"sync-ttl/{account_id}", until="finished", ttl="1h")
+@task
+def sync_account_for_an_hour_at_most(account_id):
+    """Holds its key until its run ends, or an hour after its enqueue."""
+    return account_id
+
+
+@unique(key=lambda account_id, **options: f"sync/{account_id}", until="finished")
+@task
+def sync_account(account_id, enqueue_again=False, fail=False, path=None, release=None):
+    """Held until its run ends: an enqueue of the same account while it runs
+    (``enqueue_again``, from inside the run) merges into it; returns that
+    enqueue's result id, or raises with ``fail``. With ``path``, records its
+    start there, then its end once the file ``release`` exists (ten minutes
+    at most)."""
+    if path:
+        with open(path, "a") as file:
+            file.write(f"start {account_id}\n")
+        deadline = time.monotonic() + 600
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(path, "a") as file:
+            file.write(f"end {account_id}\n")
+    again = sync_account.enqueue(account_id).id if enqueue_again else None
+    if fail:
+        raise ConnectionError("sync failed")
+    return again
+
+
+@debounce("3s", key=lambda listing_id, path=None: f"reindex/{listing_id}")
+@task
+def reindex_listing(listing_id, path=None):
+    """Debounced per listing: a burst of enqueues runs once, 3 s after the
+    last (room for a loaded machine's slow enqueue); with ``path``, appends
+    "<listing> <pid>" there."""
+    if path:
+        with open(path, "a") as file:
+            file.write(f"{listing_id} {os.getpid()}\n")
+    return listing_id
+
+
+@unique()
+@debounce(1)
+@task
+def debounced_and_unique(listing_id):
+    """Refused at enqueue: @debounce keeps one pending run per key itself."""
+
+
+@debounce(1, key=lambda listing_id: f"retried/{listing_id}")
+@retry(attempts=2, wait=3600)
+@task
+def reindex_retried(listing_id):
+    """Debounced, and failing its first run: its retry waits an hour."""
+    raise ConnectionError("index busy")
+
+
+@debounce(3600, max_wait=2, key=lambda listing_id: f"capped/{listing_id}")
+@task
+def reindex_capped(listing_id):
+    """Debounced for an hour, but run at most 2 s after a burst's first call."""
+    return listing_id
+
+
+@unique(key=lambda account_id: f"sync-retried/{account_id}", until="finished")
+@retry(attempts=2, wait=3600)
+@task
+def sync_account_retried(account_id):
+    """Fails its first attempt, retried an hour later: held while it waits."""
+    raise ConnectionError("first attempt")
 
 
 @timeout(1)
@@ -702,3 +788,32 @@ def waits_then_returns(path, go, value):
     while not os.path.exists(go):
         time.sleep(0.01)
     return value
+
+
+def _tenant_argument(path, tenant, label):
+    return tenant
+
+
+@fair(key=_tenant_argument)
+@task
+def takes_turns(path, tenant, label):
+    """Record the run as "<tenant> <label> <time>", taking turns by tenant."""
+    with open(path, "a") as file:
+        file.write(f"{tenant} {label} {time.time()}\n")
+    return label
+
+
+@fair(key=_tenant_argument, group="tenants")
+@limits_concurrency(to=1, key=_tenant_argument, duration=600)
+@task
+def takes_turns_one_at_a_time(path, tenant, label):
+    """Takes turns by tenant, and runs one at a time per tenant."""
+    with open(path, "a") as file:
+        file.write(f"{tenant} {label} {time.time()}\n")
+    return label
+
+
+@fair(key=lambda path, tenant, label: [tenant])
+@task
+def takes_turns_by_a_list(path, tenant, label):
+    """Its tenant key is a list, which no key may be."""

@@ -101,6 +101,19 @@ def test_durations_take_the_same_forms_as_on_the_command_line():
     assert options.timeout == 90.0
 
 
+def test_priority_aging_is_a_duration_or_none():
+    assert parse_options({}).priority_aging is None
+    assert parse_options({"priority_aging": "30s"}).priority_aging == 30.0
+    assert parse_options({"priority_aging": timedelta(minutes=2)}).priority_aging == (
+        120.0
+    )
+    [zero] = errors_for({"priority_aging": 0})
+    assert zero.startswith("TASKS['default']['OPTIONS']['priority_aging'] must be")
+    assert "greater than zero" in zero
+    [word] = errors_for({"priority_aging": "soon"})
+    assert "['priority_aging']" in word
+
+
 def test_state_machine_runners_are_read_like_workers():
     options = parse_options(
         {"state_machines": [{"models": "blog.Post", "threads": 5, "lease": "10m"}]}

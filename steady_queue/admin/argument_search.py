@@ -1,8 +1,11 @@
 """The jobs list's search by argument values: ``?args=alice@example.com``."""
 
 from django.contrib import admin, messages
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models.job.searching import SearchTextError
+from ..reporting.numbers import count_text
 
 # Longer text is cut: no argument search needs more, and the pattern stays small.
 MAX_LENGTH = 200
@@ -21,12 +24,14 @@ class ArgumentsFilter(admin.SimpleListFilter):
     there were more.
     """
 
-    title = "arguments"
+    title = _("arguments")
     parameter_name = "args"
 
     def lookups(self, request, model_admin):
         text = self._text()
-        return [(self.value(), f"Containing {text!r}")] if text else []
+        if not text:
+            return []
+        return [(self.value(), gettext("Containing %(text)s") % {"text": repr(text)})]
 
     def queryset(self, request, queryset):
         text = self._text()
@@ -36,14 +41,23 @@ class ArgumentsFilter(admin.SimpleListFilter):
         try:
             found = newest.with_arguments_containing(text)
         except SearchTextError as error:
-            messages.error(request, f"Nothing was searched. {error}")
+            messages.error(
+                request, gettext("Nothing was searched. %(reason)s") % {"reason": error}
+            )
             return queryset.none()
         if cut:
             messages.info(
                 request,
-                f"Searched the arguments of the newest {SEARCHED_JOBS:,} jobs "
-                "of this list: filter it by state, queue, task or finish time "
-                "to search others.",
+                ngettext(
+                    "Searched the arguments of the newest %(count)s job of this "
+                    "list: filter it by state, queue, task or finish time to "
+                    "search others.",
+                    "Searched the arguments of the newest %(count)s jobs of this "
+                    "list: filter it by state, queue, task or finish time to "
+                    "search others.",
+                    SEARCHED_JOBS,
+                )
+                % {"count": count_text(SEARCHED_JOBS)},
             )
         # Read once, here: the list's count and its page are taken from these
         # ids, not from a scan each.

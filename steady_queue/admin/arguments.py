@@ -3,6 +3,7 @@
 import json
 
 from django.db.models import Model
+from django.utils.translation import gettext
 
 from ..exceptions import SteadyQueueError
 from ..pipeline.arguments import decode_arguments
@@ -51,5 +52,9 @@ def _repr(value):
 def _model_repr(instance):
     model = type(instance)
     found = model._default_manager.filter(pk=instance.pk).exists()
-    gone = "" if found else " (missing)"
-    return f"<{model._meta.object_name} {instance.pk!r}{gone}>"
+    if found:
+        return f"<{model._meta.object_name} {instance.pk!r}>"
+    # The one word of the call that is not Python: it tells the reader the row
+    # is gone.
+    missing = gettext("(missing)")
+    return f"<{model._meta.object_name} {instance.pk!r} {missing}>"

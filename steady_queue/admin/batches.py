@@ -12,6 +12,8 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import Batch
 from ..models.batch import callback_error
@@ -20,6 +22,7 @@ from ..reporting.batches import (
     describe_metadata,
     percent_ended,
 )
+from ..reporting.labels import batch_state_label
 from ..reporting.moments import moment_html
 from ..states.batches import EVENTS, BatchStatus
 from .base import CappedPaginator, ReadOnlyAdmin, can
@@ -31,17 +34,17 @@ TITLE_CHARS = 300
 ARGUMENT_OF = {event: argument for argument, event in EVENTS.items()}
 # Why a callback was not enqueued once its batch ended: the other outcome won.
 NOT_CALLED = {
-    "success": "not enqueued: a job failed or was discarded",
-    "failure": "not enqueued: every job finished",
+    "success": _("not enqueued: a job failed or was discarded"),
+    "failure": _("not enqueued: every job finished"),
 }
 
 
 class BatchStateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = _("state")
     parameter_name = "state"
 
     def lookups(self, request, model_admin):
-        return [(state.value, state.value.title()) for state in LISTED_STATES]
+        return [(state.value, batch_state_label(state)) for state in LISTED_STATES]
 
     def queryset(self, request, queryset):
         if self.value() in {state.value for state in LISTED_STATES}:
@@ -66,7 +69,7 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     )
     list_filter = (BatchStateFilter,)
     search_fields = ("id",)
-    search_help_text = "A batch id."
+    search_help_text = _("A batch id.")
     ordering = ("-id",)
     sortable_by = ()
     show_full_result_count = False
@@ -78,12 +81,12 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": (("id", "state_label", "jobs"), "progress_wide")}),
         (
-            "Counts",
+            _("Counts"),
             {"fields": (("size", "finished", "failed", "discarded", "pending"),)},
         ),
-        ("Callbacks", {"fields": ("callbacks_list",)}),
-        ("Timeline", {"fields": (("created", "ended", "backend_name"),)}),
-        ("Metadata", {"fields": ("metadata_json",)}),
+        (_("Callbacks"), {"fields": ("callbacks_list",)}),
+        (_("Timeline"), {"fields": (("created", "ended", "backend_name"),)}),
+        (_("Metadata"), {"fields": ("metadata_json",)}),
     )
     readonly_fields = (
         "id",
@@ -146,26 +149,35 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             if (error := callback_error(result)) is not None:
                 self.message_user(
                     request,
-                    f"The {event} callback of batch {batch.pk} still cannot be "
-                    f"enqueued: {error}",
+                    gettext(
+                        "The %(event)s callback of batch %(batch)s still cannot "
+                        "be enqueued: %(error)s"
+                    )
+                    % {"event": event, "batch": batch.pk, "error": error},
                     messages.ERROR,
                 )
             else:
                 self.message_user(
                     request,
-                    f"The {event} callback of batch {batch.pk} was enqueued as "
-                    f"job {result}.",
+                    gettext(
+                        "The %(event)s callback of batch %(batch)s was enqueued "
+                        "as job %(job)s."
+                    )
+                    % {"event": event, "batch": batch.pk, "job": result},
                     messages.SUCCESS,
                 )
         if not results:
             self.message_user(
-                request, f"Batch {batch.pk} has no failed callbacks.", messages.INFO
+                request,
+                gettext("Batch %(batch)s has no failed callbacks.")
+                % {"batch": batch.pk},
+                messages.INFO,
             )
         return HttpResponseRedirect(
             reverse("admin:steady_queue_batch_change", args=[batch.pk])
         )
 
-    @admin.display(description="description")
+    @admin.display(description=_("description"))
     def description(self, batch):
         text = describe_metadata(batch.metadata)
         if not text:
@@ -178,55 +190,57 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             text,
         )
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state_label(self, batch):
         state = BatchStatus.of(batch).state
-        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, state)
+        # The pill shows the state in lower case ("failed"), as the job list does.
+        label = batch_state_label(state).lower()
+        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, label)
 
-    @admin.display(description="progress")
+    @admin.display(description=_("progress"))
     def progress(self, batch):
         return progress_bar(BatchStatus.of(batch))
 
-    @admin.display(description="progress")
+    @admin.display(description=_("progress"))
     def progress_wide(self, batch):
         return progress_bar(BatchStatus.of(batch), wide=True)
 
-    @admin.display(description="pending")
+    @admin.display(description=_("pending"))
     def pending(self, batch):
         return batch.pending
 
-    @admin.display(description="created")
+    @admin.display(description=_("created"))
     def created(self, batch):
         return moment_html(batch.created_at)
 
-    @admin.display(description="ended")
+    @admin.display(description=_("ended"))
     def ended(self, batch):
         return moment_html(batch.ended_at)
 
-    @admin.display(description="jobs")
+    @admin.display(description=_("jobs"))
     def jobs(self, batch):
         jobs = reverse("admin:steady_queue_job_changelist")
         links = [
             format_html(
-                '<a href="{}?batch={}" id="sq-batch-jobs">{} job{}</a>',
+                '<a href="{}?batch={}" id="sq-batch-jobs">{}</a>',
                 jobs,
                 batch.pk,
-                batch.size,
-                "" if batch.size == 1 else "s",
+                ngettext("%(count)s job", "%(count)s jobs", batch.size)
+                % {"count": batch.size},
             )
         ]
         if batch.failed:
             links.append(
                 format_html(
-                    '<a href="{}?batch={}&amp;state=failed">{} failed</a>',
+                    '<a href="{}?batch={}&amp;state=failed">{}</a>',
                     jobs,
                     batch.pk,
-                    batch.failed,
+                    gettext("%(count)s failed") % {"count": batch.failed},
                 )
             )
         return format_html_join(" · ", "{}", ((link,) for link in links))
 
-    @admin.display(description="metadata")
+    @admin.display(description=_("metadata"))
     def metadata_json(self, batch):
         if not batch.metadata:
             return "-"
@@ -235,10 +249,10 @@ class BatchAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             json.dumps(batch.metadata, indent=2, sort_keys=True, default=str),
         )
 
-    @admin.display(description="callbacks")
+    @admin.display(description=_("callbacks"))
     def callbacks_list(self, batch):
         if not batch.callbacks:
-            return "None"
+            return gettext("None")
         status = BatchStatus.of(batch)
         return format_html_join(
             "",
@@ -269,10 +283,16 @@ def progress_bar(status, wide=False):
         ),
     )
     ended = status.size - status.pending
-    summary = (
-        f"{ended} of {status.size} ended: {status.finished} finished, "
-        f"{status.failed} failed, {status.discarded} discarded"
-    )
+    summary = gettext(
+        "%(ended)s of %(size)s ended: %(finished)s finished, %(failed)s failed, "
+        "%(discarded)s discarded"
+    ) % {
+        "ended": ended,
+        "size": status.size,
+        "finished": status.finished,
+        "failed": status.failed,
+        "discarded": status.discarded,
+    }
     return format_html(
         '<span class="sq-progress{}" role="progressbar" aria-valuemin="0"'
         ' aria-valuemax="100" aria-valuenow="{}" title="{}">{}</span>'
@@ -296,16 +316,17 @@ def _callback_outcome(status, event):
     result = status.callback_results.get(event)
     if (error := callback_error(result)) is not None:
         return format_html(
-            '<span class="sq-callback-error">could not be enqueued: {}</span>', error
+            '<span class="sq-callback-error">{}</span>',
+            gettext("could not be enqueued: %(error)s") % {"error": error},
         )
     if result is not None:
         return format_html(
-            '<a href="{}">job {}</a>',
+            '<a href="{}">{}</a>',
             reverse("admin:steady_queue_job_change", args=[result]),
-            result,
+            gettext("job %(job)s") % {"job": result},
         )
     if not status.ended:
-        return "enqueued once every job has ended"
+        return gettext("enqueued once every job has ended")
     if event in NOT_CALLED:
         return NOT_CALLED[event]
-    return "not enqueued"
+    return gettext("not enqueued")

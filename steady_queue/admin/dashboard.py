@@ -2,6 +2,7 @@
 
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from ..models import Process
 from ..models.job.counts import counts_by_state, is_estimate
@@ -28,7 +29,7 @@ def render_dashboard(request, admin_site):
     counts = counts_by_state(database)
     context = {
         **page_context(admin_site, request),
-        "title": "Steady Queue dashboard",
+        "title": gettext("Steady Queue dashboard"),
         "now": now,
         "refresh_seconds": REFRESH_SECONDS,
         "workers": workers,
@@ -46,19 +47,20 @@ def render_dashboard(request, admin_site):
         "throughput_chart": charts.stacked_columns(
             [
                 (
-                    f"{start:%H:%M}",
+                    f"{timezone.localtime(start):%H:%M}",
                     [(succeeded, charts.SUCCESS), (failed, charts.FAILURE)],
                 )
                 for start, succeeded, failed in minutes
             ],
-            "Jobs finished (blue) and failed (red) per minute, last hour",
+            gettext("Jobs finished (blue) and failed (red) per minute, last hour"),
         ),
         "depth_chart": charts.horizontal_bars(
-            [(q["name"], q["ready"]) for q in queues], "Ready jobs per queue"
+            [(q["name"], q["ready"]) for q in queues],
+            gettext("Ready jobs per queue"),
         ),
         "latency_chart": charts.horizontal_bars(
             [(q["name"], q["latency_seconds"]) for q in queues],
-            "Latency per queue (age of the oldest ready job)",
+            gettext("Latency per queue (age of the oldest ready job)"),
             unit=" s",
         ),
     }

@@ -5,11 +5,15 @@ from datetime import timedelta
 
 from django.contrib import admin
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..backend import steady_queue_databases
 from ..models import FailedExecution, Job
 from ..models.job.counts import counts_by_state
 from ..models.job.states import in_state
+from ..reporting.labels import state_label
+from ..reporting.numbers import count_text
 from ..reporting.queues import known_queue_names, queue_overview
 from ..states import COUNT_LIMIT, STATES
 from .base import queue_backend, queue_database
@@ -20,13 +24,14 @@ RECENT_JOBS = 1000
 
 
 class StateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = _("state")
     parameter_name = "state"
 
     def lookups(self, request, model_admin):
         counts = counts_by_state(queue_database())
         return [
-            (state, f"{state.title()} ({_count(counts[state])})") for state in STATES
+            (state, f"{state_label(state)} ({_count(counts[state])})")
+            for state in STATES
         ]
 
     def queryset(self, request, queryset):
@@ -36,7 +41,7 @@ class StateFilter(admin.SimpleListFilter):
 
 
 class QueueFilter(admin.SimpleListFilter):
-    title = "queue"
+    title = _("queue")
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
@@ -54,7 +59,7 @@ class BackendFilter(admin.SimpleListFilter):
     """The TASKS alias a job was enqueued through; offered only where several
     aliases keep their jobs in the admin's database."""
 
-    title = "backend"
+    title = _("backend")
     parameter_name = "backend"
 
     def lookups(self, request, model_admin):
@@ -69,7 +74,7 @@ class BackendFilter(admin.SimpleListFilter):
 
 
 class TaskFilter(admin.SimpleListFilter):
-    title = "task"
+    title = _("task")
     parameter_name = "task"
 
     def lookups(self, request, model_admin):
@@ -91,7 +96,7 @@ class TaskFilter(admin.SimpleListFilter):
 class FinishedFilter(admin.SimpleListFilter):
     """Finished or failed within a window; served by the finished_at index."""
 
-    title = "finished"
+    title = _("finished")
     parameter_name = "finished"
     windows = {
         "1h": timedelta(hours=1),
@@ -101,10 +106,10 @@ class FinishedFilter(admin.SimpleListFilter):
 
     def lookups(self, request, model_admin):
         return [
-            ("1h", "In the last hour"),
-            ("24h", "In the last 24 hours"),
-            ("7d", "In the last 7 days"),
-            ("older", "More than 7 days ago"),
+            ("1h", _("In the last hour")),
+            ("24h", _("In the last 24 hours")),
+            ("7d", _("In the last 7 days")),
+            ("older", _("More than 7 days ago")),
         ]
 
     def queryset(self, request, queryset):
@@ -123,13 +128,13 @@ class BatchFilter(admin.SimpleListFilter):
     appears once a batch is chosen, to show which and to clear it.
     """
 
-    title = "batch"
+    title = _("batch")
     parameter_name = "batch"
 
     def lookups(self, request, model_admin):
         if self.value() is None:
             return []
-        return [(self.value(), f"Batch {self.value().strip()}")]
+        return [(self.value(), gettext("Batch %(id)s") % {"id": self.value().strip()})]
 
     def queryset(self, request, queryset):
         if self.value() is None:
@@ -153,4 +158,5 @@ def batch_id_in(text):
 
 
 def _count(number):
-    return f"{number:,}" if number < COUNT_LIMIT else f"~{number:,}"
+    text = count_text(number)
+    return text if number < COUNT_LIMIT else f"~{text}"

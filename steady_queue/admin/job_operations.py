@@ -7,6 +7,8 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import (
     BlockedExecution,
@@ -15,6 +17,7 @@ from ..models import (
     ReadyExecution,
     ScheduledExecution,
 )
+from ..reporting.labels import state_label
 from ..states import State
 from . import actions
 from .base import can
@@ -41,11 +44,18 @@ VERBS = {
     # No fixed verb: operate() builds cancel_all(by) with the request's user.
     ("cancel", State.RUNNING): (ClaimedExecution, None),
 }
+# What the page says once an operation is done (a retry says more: operate()).
 DONE = {
-    "retry": "retried",
-    "discard": "discarded",
-    "run_now": "moved to ready",
-    "cancel": "cancelled: its worker stops it within a second or two",
+    "discard": _("Job %(id)s discarded."),
+    "run_now": _("Job %(id)s moved to ready."),
+    "cancel": _("Job %(id)s cancelled: its worker stops it within a second or two."),
+}
+# What it says when the job is in none of the states the operation acts on.
+NOTHING_TO = {
+    "retry": _("Job %(id)s is %(state)s: there is nothing to retry."),
+    "discard": _("Job %(id)s is %(state)s: there is nothing to discard."),
+    "run_now": _("Job %(id)s is %(state)s: there is nothing to run now."),
+    "cancel": _("Job %(id)s is %(state)s: there is nothing to cancel."),
 }
 
 
@@ -66,8 +76,7 @@ def operate(modeladmin, request, object_id, operation):
     if job.state not in states:
         modeladmin.message_user(
             request,
-            f"Job {job.pk} is {job.state}: there is nothing to "
-            f"{operation.replace('_', ' ')}.",
+            NOTHING_TO[operation] % {"id": job.pk, "state": _state_word(job.state)},
             messages.WARNING,
         )
         return HttpResponseRedirect(_job_url(job))
@@ -76,22 +85,26 @@ def operate(modeladmin, request, object_id, operation):
         verb = methodcaller("cancel_all", actions.operator(request))
     outcome = verb(model.objects.using(job._state.db).filter(job_id=job.pk))
     if operation == "retry":
-        # Where it went: a retry may be discarded again at once (no free slot).
-        level = messages.WARNING if outcome.discarded else messages.SUCCESS
+        # Where it went: a retry may be discarded again at once (no free
+        # slot), or held back by its unique key.
+        level = messages.WARNING if outcome.failed_again else messages.SUCCESS
         modeladmin.message_user(
-            request, f"Job {job.pk} retried: {outcome.details()}.", level
+            request,
+            gettext("Job %(id)s retried: %(details)s.")
+            % {"id": job.pk, "details": outcome.details()},
+            level,
         )
     elif operation == "run_now":
         _report_run_now(modeladmin, request, job)
     elif operation == "cancel" and not outcome:
         modeladmin.message_user(
             request,
-            f"Job {job.pk} ended before it could be cancelled.",
+            gettext("Job %(id)s ended before it could be cancelled.") % {"id": job.pk},
             messages.WARNING,
         )
     else:
         modeladmin.message_user(
-            request, f"Job {job.pk} {DONE[operation]}.", messages.SUCCESS
+            request, DONE[operation] % {"id": job.pk}, messages.SUCCESS
         )
     if operation == "discard":
         return HttpResponseRedirect(reverse("admin:steady_queue_job_changelist"))
@@ -101,23 +114,39 @@ def operate(modeladmin, request, object_id, operation):
 def _report_run_now(modeladmin, request, job):
     """Say where the job went: a scheduled job keeps to its limits."""
     now = modeladmin.get_object(request, str(job.pk))
-    state = now.state if now is not None else "gone"
+    state = now.state if now is not None else None
     if state in (State.READY, State.RUNNING, State.FINISHED):
         modeladmin.message_user(
-            request, f"Job {job.pk} {DONE['run_now']}.", messages.SUCCESS
+            request, DONE["run_now"] % {"id": job.pk}, messages.SUCCESS
         )
         return
     waits = BlockedExecution.objects.using(job._state.db).filter(job_id=job.pk)
-    because = (
-        "rate window had no room"
+    said = (
+        gettext(
+            "Job %(id)s was not made ready: it is %(state)s now, because its "
+            "rate window had no room."
+        )
         if waits.filter(waits_for="rate").exists()
-        else "concurrency key had no free slot"
+        else gettext(
+            "Job %(id)s was not made ready: it is %(state)s now, because its "
+            "concurrency key had no free slot."
+        )
+    )
+    shown = (
+        _state_word(state)
+        if state is not None
+        # Translators: a job whose row is no longer there, as in "it is gone now".
+        else gettext("gone")
     )
     modeladmin.message_user(
-        request,
-        f"Job {job.pk} was not made ready: it is {state} now, because its {because}.",
-        messages.WARNING,
+        request, said % {"id": job.pk, "state": shown}, messages.WARNING
     )
+
+
+def _state_word(state):
+    """A state as a message's sentence names it: "failed", the label in lower
+    case, as these messages have always read."""
+    return str(state_label(state)).lower()
 
 
 def _job_url(job):

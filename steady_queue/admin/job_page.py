@@ -13,11 +13,14 @@ before errors kept them has none, and the page says they were not stored.
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..models import BlockedExecution, Job, JobDependency
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from ..models import BlockedExecution, Job, JobDependency, ScheduledExecution
 from ..models.admission import RATE
 from ..states import State
 
-NOT_STORED = "not stored"
+NOT_STORED = _("not stored")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,77 +250,133 @@ def story_of(job, observed, attempts, wait, dependencies):
     # Each failed attempt left an error; a parked run is not a failure.
     failures = job.error_count
     if state == State.FINISHED:
-        headline = "Succeeded"
-        if failures:
-            headline += f" after {_count(failures, 'failed attempt')}"
+        headline = (
+            ngettext(
+                "Succeeded after %(count)s failed attempt",
+                "Succeeded after %(count)s failed attempts",
+                failures,
+            )
+            % {"count": failures}
+            if failures
+            else gettext("Succeeded")
+        )
         return Story(
             tone="ok",
             headline=headline,
-            moment_label="finished",
+            # Translators: before a time on a job's page, as in
+            # "finished 3 seconds ago".
+            moment_label=gettext("finished"),
             moment=job.finished_at,
         )
     if state == State.FAILED:
         headline = (
-            f"Failed after {_count(failures, 'attempt')}" if failures else "Failed"
+            ngettext(
+                "Failed after %(count)s attempt",
+                "Failed after %(count)s attempts",
+                failures,
+            )
+            % {"count": failures}
+            if failures
+            else gettext("Failed")
         )
         return Story(
             tone="alarm",
             headline=headline,
-            moment_label="finished",
+            moment_label=gettext("finished"),
             moment=job.finished_at,
         )
     if state == State.RUNNING:
         running = attempts[-1] if attempts and attempts[-1].running else None
         number = running.number if running else len(attempts) + 1
-        where = f" on {observed.claimed_by}" if observed.claimed_by else ""
+        # The attempt's number is its rank, not a count: no plural forms.
+        headline = (
+            gettext("Running attempt %(number)s on %(worker)s")
+            % {"number": number, "worker": observed.claimed_by}
+            if observed.claimed_by
+            else gettext("Running attempt %(number)s") % {"number": number}
+        )
         return Story(
             tone="running",
-            headline=f"Running attempt {number}{where}",
-            moment_label="started",
+            headline=headline,
+            # Translators: before a time on a job's page, as in
+            # "started 3 seconds ago".
+            moment_label=gettext("started"),
             moment=observed.claimed_at,
         )
     if state == State.SCHEDULED and wait is not None:
         if wait.event_name is None:
             return Story(
                 tone="waiting",
-                headline="Sleeping (a durable sleep)",
-                moment_label="waking",
+                headline=gettext("Sleeping (a durable sleep)"),
+                # Translators: before a time on a job's page, as in
+                # "waking in 4 minutes".
+                moment_label=gettext("waking"),
                 moment=wait.until,
             )
+        event = repr(wait.event_name)
         if wait.until is None:
             return Story(
                 tone="waiting",
-                headline=f"Waiting for the event {wait.event_name!r}, with no timeout",
+                headline=gettext("Waiting for the event %(event)s, with no timeout")
+                % {"event": event},
             )
         return Story(
             tone="waiting",
-            headline=f"Waiting for the event {wait.event_name!r}",
-            moment_label="timing out",
+            headline=gettext("Waiting for the event %(event)s") % {"event": event},
+            # Translators: before a time on a job's page, as in
+            # "timing out in 4 minutes".
+            moment_label=gettext("timing out"),
             moment=wait.until,
         )
-    again = f", a retry after {_count(failures, 'failed attempt')}," if failures else ""
     if state == State.SCHEDULED:
+        headline = (
+            ngettext(
+                "Scheduled, a retry after %(count)s failed attempt",
+                "Scheduled, a retry after %(count)s failed attempts",
+                failures,
+            )
+            % {"count": failures}
+            if failures
+            else gettext("Scheduled")
+        )
         return Story(
             tone="waiting",
-            headline=f"Scheduled{again.rstrip(',')}",
-            moment_label="due",
-            moment=job.scheduled_at,
+            headline=headline,
+            # Translators: before a time on a job's page, as in
+            # "due in 4 minutes".
+            moment_label=gettext("due"),
+            # A retry's or a snooze's time is its scheduled row's: the job's
+            # own scheduled_at is the run_after it was enqueued with.
+            moment=scheduled_at_of(job),
         )
     if state == State.BLOCKED:
         return Story(tone="waiting", headline=_blocked_on(job, dependencies))
     if state == State.READY:
-        return Story(
-            tone="waiting",
-            headline=f"Ready{again.rstrip(',')}: waiting for a worker of queue "
-            f"{job.queue_name!r}",
+        queue = repr(job.queue_name)
+        headline = (
+            ngettext(
+                "Ready, a retry after %(count)s failed attempt: waiting for a "
+                "worker of queue %(queue)s",
+                "Ready, a retry after %(count)s failed attempts: waiting for a "
+                "worker of queue %(queue)s",
+                failures,
+            )
+            % {"count": failures, "queue": queue}
+            if failures
+            else gettext("Ready: waiting for a worker of queue %(queue)s")
+            % {"queue": queue}
         )
-    return Story(tone="alarm", headline="Its state cannot be read")
+        return Story(tone="waiting", headline=headline)
+    return Story(tone="alarm", headline=gettext("Its state cannot be read"))
 
 
 def _blocked_on(job, dependencies):
     if dependencies.pending is not None:
-        jobs = _count(dependencies.pending, "job")
-        return f"Blocked until {jobs} it depends on end"
+        return ngettext(
+            "Blocked until %(count)s job it depends on end",
+            "Blocked until %(count)s jobs it depends on end",
+            dependencies.pending,
+        ) % {"count": dependencies.pending}
     blocked = (
         BlockedExecution.objects.using(job._state.db)
         .filter(job_id=job.pk)
@@ -325,12 +384,18 @@ def _blocked_on(job, dependencies):
         .first()
     )
     if blocked is None:
-        return "Blocked"
+        return gettext("Blocked")
     waits_for, key = blocked
     if waits_for == RATE:
-        return f"Blocked until the rate limit {key!r} lets it start"
-    return f"Blocked until a slot of the concurrency limit {key!r} is free"
+        return gettext("Blocked until the rate limit %(key)s lets it start") % {
+            "key": repr(key)
+        }
+    return gettext("Blocked until a slot of the concurrency limit %(key)s is free") % {
+        "key": repr(key)
+    }
 
 
-def _count(count, noun):
-    return f"{count} {noun}{'s' if count != 1 else ''}"
+def scheduled_at_of(job):
+    """When a scheduled job becomes ready: its scheduled row's time."""
+    rows = ScheduledExecution.objects.using(job._state.db)
+    return rows.due_at(job.pk) or job.scheduled_at

@@ -4,9 +4,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils.translation import ngettext
+
 from ..models import Step, Wait
 from ..pipeline.outcome import FOREVER
 from ..pipeline.return_values import json_return_value
+from ..reporting.numbers import count_text
 
 # A stored value longer than this is cut on the page (the row keeps it whole).
 SHOWN_VALUE_CHARS = 2000
@@ -63,5 +66,8 @@ def shown_value(value):
     text = json.dumps(json_return_value(value), sort_keys=True, default=str)
     if len(text) > SHOWN_VALUE_CHARS:
         cut = len(text) - SHOWN_VALUE_CHARS
-        return f"{text[:SHOWN_VALUE_CHARS]} … ({cut:,} more characters)"
+        more = ngettext(
+            "(%(count)s more character)", "(%(count)s more characters)", cut
+        ) % {"count": count_text(cut)}
+        return f"{text[:SHOWN_VALUE_CHARS]} … {more}"
     return text

@@ -9,15 +9,19 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import (
     Job,
     Process,
+    ReadyExecution,
 )
 from ..models.job.states import observe, state_of, with_state
 from ..models.process import describe_version
 from ..pipeline.return_values import json_return_value
 from ..processes.handback import read_record
+from ..reporting import labels
 from ..reporting.moments import duration_text, moment_html
 from ..states import State
 from . import actions, performance
@@ -59,7 +63,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         ArgumentsFilter,
     )
     search_fields = ("task_path",)
-    search_help_text = (
+    search_help_text = _(
         "First box: a job id, or part of a task's dotted path. Second box: "
         "text the job's arguments contain (any case), such as 1234 or "
         "alice@example.com."
@@ -84,14 +88,14 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             None,
             {
                 "fields": (
-                    ("id", "state_label", "priority"),
+                    ("id", "state_label", "priority_shown"),
                     ("task_path", "queue_name"),
                 )
             },
         ),
-        ("Arguments", {"fields": ("python_arguments",)}),
+        (_("Arguments"), {"fields": ("python_arguments",)}),
         (
-            "Timeline",
+            _("Timeline"),
             {
                 "fields": (
                     ("enqueued", "scheduled", "started"),
@@ -100,17 +104,21 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             },
         ),
         (
-            "Runs",
+            _("Runs"),
             {"fields": (("attempts", "workers"), "handed_back", "result_json")},
         ),
-        ("Other", {"fields": (("backend_name", "limits", "batch_link"),)}),
+        (
+            _("Other"),
+            {"fields": (("backend_name", "limits", "tenant", "batch_link"),)},
+        ),
     )
     readonly_fields = (
         "id",
         "task_path",
         "queue_name",
         "state_label",
-        "priority",
+        "priority_shown",
+        "tenant",
         "python_arguments",
         "enqueued",
         "scheduled",
@@ -150,25 +158,55 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def has_cancel_permission(self, request):
         return can(request, "cancel_job")
 
-    @admin.display(description="batch")
+    @admin.display(description=_("batch"))
     def batch_link(self, job):
         """The batch the job belongs to, linked (its row may have been cleared)."""
         if not job.batch_id:
             return "-"
         return format_html(
-            '<a href="{}">Batch {}</a>',
+            '<a href="{}">{}</a>',
             reverse("admin:steady_queue_batch_change", args=[job.batch_id]),
-            job.batch_id,
+            gettext("Batch %(id)s") % {"id": job.batch_id},
         )
 
-    @admin.display(description="limit keys")
+    @admin.display(description=_("priority"))
+    def priority_shown(self, job):
+        """The job's priority, and the one priority aging raised it to while
+        it waits."""
+        ready = ReadyExecution.objects.using(job._state.db)
+        raised = ready.priority_of(job.pk)
+        if raised is None or raised == job.priority:
+            return job.priority
+        return gettext(
+            "%(priority)s, raised to %(raised)s while it waits (priority aging)"
+        ) % {"priority": job.priority, "raised": raised}
+
+    @admin.display(description=_("takes turns as"))
+    def tenant(self, job):
+        """The tenant whose turns the job takes (@fair), and while it waits,
+        its turn and the turn being taken."""
+        if not job.fair_key:
+            return "-"
+        turns = ReadyExecution.objects.using(job._state.db).turn_of(job.pk)
+        if turns is None:
+            return job.fair_key
+        return gettext("%(key)s: turn %(turn)s, while turn %(head)s is taken") % {
+            "key": job.fair_key,
+            "turn": turns[0],
+            "head": turns[1],
+        }
+
+    @admin.display(description=_("limit keys"))
     def limits(self, job):
         """The keys of the job's concurrency and rate limits."""
-        kinds = [("concurrency", job.concurrency_keys), ("rate", job.rate_keys)]
-        shown = [f"{kind}: {', '.join(keys)}" for kind, keys in kinds if keys]
+        kinds = [
+            (gettext("concurrency: %(keys)s"), job.concurrency_keys),
+            (gettext("rate: %(keys)s"), job.rate_keys),
+        ]
+        shown = [kind % {"keys": ", ".join(keys)} for kind, keys in kinds if keys]
         return "; ".join(shown) or "-"
 
-    @admin.display(description="task")
+    @admin.display(description=_("task"))
     def task_name(self, job):
         return format_html(
             '<span title="{}">{}</span>',
@@ -176,43 +214,46 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             job.task_path.rpartition(".")[2],
         )
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state_label(self, job):
         state = state_of(job)
-        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, state)
+        # The label in lower case, as the badge has always read ("failed").
+        label = str(labels.state_label(state)).lower()
+        return format_html('<span class="sq-state sq-state-{}">{}</span>', state, label)
 
-    @admin.display(description="attempts")
+    @admin.display(description=_("attempts"))
     def attempts(self, job):
         # A run that ended adds its worker; errors count runs that left no id.
         ended = max(job.attempts, job.error_count)
         # The run going on now is an attempt too, as get_result() counts it.
         return ended + (1 if observe(job).state == State.RUNNING else 0)
 
-    @admin.display(description="queue")
+    @admin.display(description=_("queue"))
     def queue(self, job):
         return job.queue_name
 
-    @admin.display(description="enqueued")
+    @admin.display(description=_("enqueued"))
     def enqueued(self, job):
         return moment_html(job.enqueued_at)
 
-    @admin.display(description="finished")
+    @admin.display(description=_("finished"))
     def finished(self, job):
         return moment_html(job.finished_at)
 
-    @admin.display(description="scheduled for")
+    @admin.display(description=_("scheduled for"))
     def scheduled(self, job):
         return moment_html(job.scheduled_at)
 
-    @admin.display(description="started at")
+    @admin.display(description=_("started at"))
     def started(self, job):
         return moment_html(job.started_at or observe(job).claimed_at)
 
-    @admin.display(description="last attempt started")
+    @admin.display(description=_("last attempt started"))
     def last_attempt(self, job):
         return moment_html(job.last_attempted_at)
 
-    @admin.display(description="running")
+    # Translators: a column of the jobs list: how long a running job has run.
+    @admin.display(description=_("running"))
     def elapsed(self, job):
         observed = observe(job)
         if observed.state != State.RUNNING or observed.claimed_at is None:
@@ -220,7 +261,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         seconds = max((timezone.now() - observed.claimed_at).total_seconds(), 0)
         return duration_text(seconds)
 
-    @admin.display(description="error")
+    @admin.display(description=_("error"))
     def last_error(self, job):
         if not job.errors or observe(job).state != State.FAILED:
             return "-"
@@ -239,7 +280,7 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             Truncator(message).chars(48),
         )
 
-    @admin.display(description="workers that ran it")
+    @admin.display(description=_("workers that ran it"))
     def workers(self, job):
         # Running or not as the page's one read of the job saw it (observe):
         # a claim read now could tell of a later run than the rest shows.
@@ -251,13 +292,13 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 .filter(name=observed.claimed_by)
                 .first()
             )
-            running = (
-                f"running now on {process.describe() if process else 'a gone process'}"
-            )
+            running = gettext("running now on %(process)s") % {
+                "process": str(process) if process else gettext("a gone process")
+            }
         names = ", ".join(job.worker_ids or ())
         return "; ".join(part for part in (names, running) if part) or "-"
 
-    @admin.display(description="handed back")
+    @admin.display(description=_("handed back"))
     def handed_back(self, job):
         """By which code versions, when a worker could not load its task
         (rolling deploys: docs/deployment.rst)."""
@@ -265,23 +306,31 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             record = read_record(job.handbacks)
         except ValueError as unreadable:
             # Written by hand: the worker fails such a job with this reason.
-            return f"unreadable: {unreadable}"
+            return gettext("unreadable: %(reason)s") % {"reason": unreadable}
         if not record["versions"]:
             return "-"
         versions = ", ".join(
             describe_version(version) for version in record["versions"]
         )
         since = record["since"].isoformat() if record["since"] else "?"
-        return (
-            f"{record['count'] or 1} time(s) since {since}, "
-            f"by workers of {versions}: {job.handbacks.get('last_error', '')}"
-        )
+        count = record["count"] or 1
+        # Both forms read "time(s)" in English, as the page always has.
+        return ngettext(
+            "%(count)s time(s) since %(since)s, by workers of %(versions)s: %(error)s",
+            "%(count)s time(s) since %(since)s, by workers of %(versions)s: %(error)s",
+            count,
+        ) % {
+            "count": count,
+            "since": since,
+            "versions": versions,
+            "error": job.handbacks.get("last_error", ""),
+        }
 
-    @admin.display(description="call")
+    @admin.display(description=_("call"))
     def python_arguments(self, job):
         return format_html('<pre class="sq-call">{}</pre>', python_call(job))
 
-    @admin.display(description="result")
+    @admin.display(description=_("result"))
     def result_json(self, job):
         return _pretty(json_return_value(job.return_value)) if job.finished_at else "-"
 

@@ -5,9 +5,16 @@ from urllib.parse import urlencode
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from ..reporting.moments import seconds_text
-from ..reporting.performance import DEFAULT_WINDOW, MAX_RUNS, WINDOWS, task_performance
+from ..reporting.performance import (
+    DEFAULT_WINDOW,
+    MAX_RUNS,
+    WINDOW_PHRASES,
+    WINDOWS,
+    task_performance,
+)
 from .base import page_context, queue_database
 
 
@@ -21,11 +28,11 @@ def render_performance(request, admin_site):
     jobs_url = reverse("admin:steady_queue_job_changelist")
     context = {
         **page_context(admin_site, request),
-        "title": "Task performance",
+        "title": gettext("Task performance"),
         "now": now,
         "window": window,
         "windows": [(key, label) for key, (label, _) in WINDOWS.items()],
-        "window_label": WINDOWS[window][0].lower(),
+        "window_label": WINDOW_PHRASES[window],
         "performance": performance,
         "max_runs": MAX_RUNS,
         "rows": [_row(task, window, jobs_url) for task in performance.tasks],

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from ..models import Process
 from .base import ReadOnlyAdmin, moment_field
@@ -34,10 +35,10 @@ class ProcessAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "started",
         "running",
     )
-    last_heartbeat = moment_field("last_heartbeat_at", "last heartbeat")
-    started = moment_field("created_at", "started")
+    last_heartbeat = moment_field("last_heartbeat_at", _("last heartbeat"))
+    started = moment_field("created_at", _("started"))
 
-    @admin.display(description="running")
+    @admin.display(description=_("running"))
     def running(self, process):
         # A query per row: a deployment has tens of processes, not thousands.
         single = Process.objects.using(process._state.db).filter(pk=process.pk)

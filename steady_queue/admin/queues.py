@@ -6,6 +6,8 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import Pause
 from .base import (
@@ -15,6 +17,27 @@ from .base import (
     queue_database,
     queues_and_workers,
 )
+
+# What a pause or a resume tells the user: whole sentences for each verb, so a
+# language can word them its own way.
+TOGGLE_MESSAGES = {
+    "pause": {
+        "missing": _(
+            "Nothing was paused: say which queue to pause (the form sent no "
+            "queue name)."
+        ),
+        "changed": _("Queue %(queue)s paused."),
+        "unchanged": _("Queue %(queue)s was already paused."),
+    },
+    "resume": {
+        "missing": _(
+            "Nothing was resumed: say which queue to resume (the form sent no "
+            "queue name)."
+        ),
+        "changed": _("Queue %(queue)s resumed."),
+        "unchanged": _("Queue %(queue)s was already resumed."),
+    },
+}
 
 
 @admin.register(Pause)
@@ -40,10 +63,10 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        queues, _ = queues_and_workers()
+        queues, _workers = queues_and_workers()
         context = {
             **page_context(self.admin_site, request),
-            "title": "Queues",
+            "title": gettext("Queues"),
             "opts": self.opts,
             "queues": queues,
             "can_pause": can(request, "pause_queue"),
@@ -64,21 +87,19 @@ class QueueAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         if not can(request, "pause_queue"):
             raise PermissionDenied
         queue = request.POST.get("queue", "").strip()
+        said = TOGGLE_MESSAGES[verb]
         if not queue:
-            self.message_user(
-                request,
-                f"Nothing was {verb}d: say which queue to {verb} (the form sent "
-                "no queue name).",
-                messages.ERROR,
-            )
+            self.message_user(request, said["missing"], messages.ERROR)
             return HttpResponseRedirect(_back_to(request))
         pauses = Pause.objects.using(queue_database())
         changed = pauses.pause(queue) if verb == "pause" else pauses.resume(queue)
         if changed:
-            self.message_user(request, f"Queue {queue} {verb}d.", messages.SUCCESS)
+            self.message_user(
+                request, said["changed"] % {"queue": queue}, messages.SUCCESS
+            )
         else:
             self.message_user(
-                request, f"Queue {queue} was already {verb}d.", messages.INFO
+                request, said["unchanged"] % {"queue": queue}, messages.INFO
             )
         return HttpResponseRedirect(_back_to(request))
 

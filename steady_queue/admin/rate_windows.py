@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import RateWindow
+from ..reporting.numbers import figures_text
 from .base import ReadOnlyAdmin, moment_field, queue_database
 
 
@@ -21,27 +24,37 @@ class RateWindowAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "next_slot",
         "updated",
     )
-    next_slot = moment_field("next_slot_at", "next slot at")
-    updated = moment_field("updated_at", "updated")
+    next_slot = moment_field("next_slot_at", _("next slot at"))
+    updated = moment_field("updated_at", _("updated"))
 
     def get_queryset(self, request):
         now = RateWindow.objects.using(queue_database()).database_now()
         return super().get_queryset(request).with_counts(now)
 
-    @admin.display(description="rate")
+    @admin.display(description=_("rate"))
     def rate(self, window):
-        return f"{window.limit} per {window.period:g} s"
+        return gettext("%(limit)s per %(period)s s") % {
+            "limit": window.limit,
+            "period": figures_text(window.period, 6),
+        }
 
-    @admin.display(description="starts in the window now")
+    @admin.display(description=_("starts in the window now"))
     def in_window(self, window):
+        counts = {
+            "counting": window.counting,
+            "limit": window.limit,
+            "not_started": window.not_started,
+        }
         if not window.not_started:
-            return f"{window.counting} of {window.limit}"
+            return gettext("%(counting)s of %(limit)s") % counts
         return (
-            f"{window.counting} of {window.limit} ({window.not_started} ready, "
-            "not yet claimed)"
+            gettext(
+                "%(counting)s of %(limit)s (%(not_started)s ready, not yet claimed)"
+            )
+            % counts
         )
 
-    @admin.display(description="waiting jobs")
+    @admin.display(description=_("waiting jobs"))
     def waiting_jobs(self, window):
         if not window.waiting:
             return "0"

@@ -2,6 +2,8 @@
 
 from django.contrib import admin, messages
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..models import RecurringTask
 from ..reporting.moments import moment_html
@@ -9,12 +11,17 @@ from ..schedules.schedule import ScheduleError
 from .base import ReadOnlyAdmin, can, moment_field
 
 
-@admin.action(permissions=["run_now"], description="Run selected recurring tasks now")
+@admin.action(
+    permissions=["run_now"], description=_("Run selected recurring tasks now")
+)
 def run_recurring_now(modeladmin, request, queryset):
     for task in queryset:
         result = task.enqueue_now()
         modeladmin.message_user(
-            request, f"Enqueued {task.key} as job {result.id}.", messages.SUCCESS
+            request,
+            gettext("Enqueued %(key)s as job %(job)s.")
+            % {"key": task.key, "job": result.id},
+            messages.SUCCESS,
         )
 
 
@@ -50,8 +57,8 @@ class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "created",
         "updated",
     )
-    created = moment_field("created_at", "created")
-    updated = moment_field("updated_at", "updated")
+    created = moment_field("created_at", _("created"))
+    updated = moment_field("updated_at", _("updated"))
 
     def get_queryset(self, request):
         return super().get_queryset(request).with_last_run_at()
@@ -59,11 +66,11 @@ class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def has_run_now_permission(self, request):
         return can(request, "run_job_now")
 
-    @admin.display(description="last run")
+    @admin.display(description=_("last run"))
     def last_run_at(self, task):
         return moment_html(task.last_run_at)
 
-    @admin.display(description="next run")
+    @admin.display(description=_("next run"))
     def next_run_at(self, task):
         now = timezone.now()
         try:
@@ -71,5 +78,5 @@ class RecurringTaskAdmin(ReadOnlyAdmin, admin.ModelAdmin):
                 max(now, task.last_run_at or now)
             )
         except ScheduleError as error:
-            return f"never ({error})"
+            return gettext("never (%(error)s)") % {"error": error}
         return moment_html(upcoming, now)

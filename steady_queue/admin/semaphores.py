@@ -1,6 +1,7 @@
 """The semaphores admin: each concurrency key's free slots and expiry."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from ..models import Semaphore
 from .base import ReadOnlyAdmin, moment_field
@@ -12,6 +13,6 @@ class SemaphoreAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     search_fields = ("key",)
     ordering = ("key",)
     readonly_fields = ("key", "value", "expires", "created", "updated")
-    expires = moment_field("expires_at", "expires")
-    created = moment_field("created_at", "created")
-    updated = moment_field("updated_at", "updated")
+    expires = moment_field("expires_at", _("expires"))
+    created = moment_field("created_at", _("created"))
+    updated = moment_field("updated_at", _("updated"))

@@ -99,6 +99,10 @@ class Options:
     # How long a concurrency slot may stay taken when its holder dies without
     # giving it back (@limits_concurrency's duration, where it sets none).
     concurrency_duration: float = 180.0
+    # Priority aging: each time a ready job has waited this many more seconds,
+    # its priority in the ready table rises by one, up to the highest priority
+    # waiting (the dispatchers do it; models/ready_execution.py). None: off.
+    priority_aging: float | None = None
     # The retry policy of tasks without @retry (None: one attempt, no retries).
     retry: object = None
     # The metrics give at most this many queues, and this many tasks, their

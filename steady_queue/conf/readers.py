@@ -344,6 +344,7 @@ READERS = {
     "listen_database": _optional(_database),
     "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
     "concurrency_duration": _duration,
+    "priority_aging": _optional(_duration),
     "retry": lambda v, w, e: _retry_policy(v, w, e),
     "metrics_label_limit": _positive_int,
     "max_argument_bytes": _positive_int,

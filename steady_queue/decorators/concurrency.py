@@ -34,7 +34,7 @@ class ConcurrencyLimit:
         """Return the concurrency key of one call, e.g. ``"app.sync/shop.account/7"``.
 
         Raises ConcurrencyKeyError when the key callable fails or returns
-        something that is not a string, a number or a model instance.
+        something that is not a string, an integer or a model instance.
         """
         return key_for_call(self.group, self.key, task, args, kwargs)
 
@@ -111,8 +111,8 @@ def key_for_call(group, key, task, args, kwargs, kind="concurrency key"):
             raise ConcurrencyKeyError(
                 f"The {kind} of {task.module_path!r} raised "
                 f"{type(error).__name__}: {error}. The key callable is called "
-                "with the task's own arguments and must return a string, a "
-                "number or a model instance. Nothing was enqueued."
+                "with the task's own arguments and must return a string, an "
+                "integer or a model instance. Nothing was enqueued."
             ) from error
     if value is None:
         text = ""

@@ -25,7 +25,7 @@ class TaskLimits:
         """(concurrency keys, rate keys) of one call, in the limits' order.
 
         Raises ConcurrencyKeyError when a key callable fails or returns
-        something that is not a string, a number or a model instance.
+        something that is not a string, an integer or a model instance.
         """
         return (
             tuple(limit.key_for(task, args, kwargs) for limit in self.concurrency),

@@ -36,7 +36,7 @@ class RateLimit:
         """Return the rate key of one call, e.g. ``"app.geocode/api.example.com"``.
 
         Raises ConcurrencyKeyError when the key callable fails or returns
-        something that is not a string, a number or a model instance.
+        something that is not a string, an integer or a model instance.
         """
         return key_for_call(
             self.group, self.key, task, args, kwargs, kind="rate limit key"

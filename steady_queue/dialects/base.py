@@ -87,17 +87,32 @@ class Dialect:
         any write does: one writer at a time, and no row locks to skip."""
         cursor.execute(sql, params)
 
-    def delete_picked(self, cursor, table, key, pick_sql, params):
+    def delete_picked(self, cursor, table, key, pick_sql, params, order=()):
         """Delete the rows whose ``key`` the SELECT ``pick_sql`` picks; return
-        those keys. Of two transactions deleting one row, only the first gets
-        its key back: the other waits for its lock, then finds the row gone.
-        One statement here; on SQLite, starting with a write makes it take the
-        write lock at once rather than fail a read-to-write upgrade."""
+        those keys, in the pick's order when it sorts by ``order`` (pairs of
+        a quoted column and whether it sorts descending), then by key. Of two
+        transactions deleting one row, only the first gets its key back: the
+        other waits for its lock, then finds the row gone. One statement
+        here; on SQLite, starting with a write makes it take the write lock
+        at once rather than fail a read-to-write upgrade. Its RETURNING keeps
+        no order: the rows come back with their ``order`` columns, sorted here.
+        """
+        returned = ", ".join([key, *(column for column, _ in order)])
         cursor.execute(
-            f"DELETE FROM {table} WHERE {key} IN ({pick_sql}) RETURNING {key}",
+            f"DELETE FROM {table} WHERE {key} IN ({pick_sql}) RETURNING {returned}",
             params,
         )
-        return [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+        if order:
+            descending = [desc for _, desc in order]
+
+            def in_pick_order(row):
+                pairs = zip(row[1:], descending, strict=True)
+                values = (-value if desc else value for value, desc in pairs)
+                return (*values, row[0])
+
+            rows.sort(key=in_pick_order)
+        return [row[0] for row in rows]
 
     def update_picked(
         self, cursor, table, key, assignments, set_params, pick_sql, pick_params
@@ -166,7 +181,8 @@ class Dialect:
 
     def now_at_least_sql(self):
         """An expression of the server's current time (UTC), rounded up to its
-        clock's resolution: never earlier than the moment it is read."""
+        clock's resolution: never earlier than the moment it is read. For a
+        statement sent with parameters: a "%" in it is written "%%"."""
         return "CURRENT_TIMESTAMP"
 
     def now_at_least_plus_sql(self, seconds_column):

@@ -77,7 +77,8 @@ class MySQL(Dialect):
         finally:
             cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [before])
 
-    def delete_picked(self, cursor, table, key, pick_sql, params):
+    def delete_picked(self, cursor, table, key, pick_sql, params, order=()):
+        # The keys in the pick's own order: it is run first, then deleted by key.
         cursor.execute(pick_sql, params)
         keys = [row[0] for row in cursor.fetchall()]
         if keys:

@@ -26,13 +26,17 @@ class SQLite(Dialect):
         # Read by SQLite from the host's clock, which every process shares.
         return "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
+    # The two below go into statements sent with parameters, where a "%"
+    # is written "%%": Django's SQLite cursor reads %s in them, and with
+    # DEBUG on its query log formats the whole statement with the
+    # parameters, which a lone "%Y" breaks ("unsupported format character").
     def now_at_least_sql(self):
         # SQLite reads the clock to the millisecond: one more rounds it up.
-        return "strftime('%Y-%m-%d %H:%M:%f', 'now', '+0.001 seconds')"
+        return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+0.001 seconds')"
 
     def now_at_least_plus_sql(self, seconds_column):
         return (
-            "strftime('%Y-%m-%d %H:%M:%f', 'now', "
+            "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', "
             f"'+' || ({seconds_column} + 0.001) || ' seconds')"
         )
 

@@ -10,7 +10,7 @@ from .event import Event
 from .failed_execution import FailedExecution
 from .job import Enqueued, EnqueueRequest, Job
 from .job_dependency import JobDependency
-from .job_tally import JobTally
+from .job_tally import JobTally, JobTallyDelta
 from .pause import Pause
 from .process import Process
 from .rate_start import RateStart
@@ -39,6 +39,7 @@ __all__ = [
     "Job",
     "JobDependency",
     "JobTally",
+    "JobTallyDelta",
     "Pause",
     "Process",
     "RateStart",

@@ -21,6 +21,8 @@ from collections import Counter, defaultdict
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
@@ -261,34 +263,37 @@ class BatchQuerySet(QueueQuerySet):
 class Batch(models.Model):
     """Jobs enqueued as one batch: their counts, and the callbacks to enqueue."""
 
-    backend_name = models.CharField(max_length=100, default="default")
+    backend_name = models.CharField(
+        _("backend name"), max_length=100, default="default"
+    )
     # {event: {"task_path", "queue_name", "priority", "backend"}}, where event
     # is "finish", "success" or "failure".
-    callbacks = RowJSONField(default=dict, blank=True)
-    metadata = RowJSONField(default=dict, blank=True)
-    size = models.IntegerField(default=0)
-    finished = models.IntegerField(default=0)
-    failed = models.IntegerField(default=0)
-    discarded = models.IntegerField(default=0)
+    callbacks = RowJSONField(_("callbacks"), default=dict, blank=True)
+    metadata = RowJSONField(_("metadata"), default=dict, blank=True)
+    size = models.IntegerField(_("size"), default=0)
+    finished = models.IntegerField(_("finished"), default=0)
+    failed = models.IntegerField(_("failed"), default=0)
+    discarded = models.IntegerField(_("discarded"), default=0)
     # False while the block that opened the batch runs (inside its transaction):
     # jobs ending meanwhile, e.g. discarded at enqueue, must not end the batch.
-    sealed = models.BooleanField(default=False)
-    created_at = models.DateTimeField(default=timezone.now)
-    ended_at = models.DateTimeField(null=True, blank=True)
+    sealed = models.BooleanField(_("sealed"), default=False)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
     # {event: result id of the callback job, or "error: ..." if it could not
     # be enqueued}
-    callback_results = RowJSONField(default=dict, blank=True)
+    callback_results = RowJSONField(_("callback results"), default=dict, blank=True)
 
     objects = BatchQuerySet.as_manager()
 
     class Meta:
         app_label = "steady_queue"
         db_table = "steady_queue_batches"
-        verbose_name_plural = "batches"
+        verbose_name = _("batch")
+        verbose_name_plural = _("batches")
         indexes = [models.Index(fields=["ended_at"], name="sq_batch_ended")]
 
     def __str__(self):
-        return f"Batch {self.pk}"
+        return gettext("Batch %(id)s") % {"id": self.pk}
 
     @staticmethod
     def job_rows_of(batch_id, database):

@@ -11,7 +11,9 @@ from .base import QueueQuerySet
 
 class CancelledRunQuerySet(QueueQuerySet):
     def hold_slots_of(self, jobs_by_process):
-        """Keep the slots of these cancelled limited jobs ({job: process id}).
+        """Keep the slots of these cancelled jobs ({job: process id}): their
+        concurrency slots, and the unique key of one that holds it until
+        its run ends (@unique(until="finished"); UniqueKey.running_job).
 
         Runs in the cancelling transaction, which deleted their claims: the
         job is failed at once, but its run goes on until its worker stops it
@@ -24,17 +26,24 @@ class CancelledRunQuerySet(QueueQuerySet):
         caller deleted, so one run is never recorded twice.
         """
         now = timezone.now()
+        keys = models_package.UniqueKey.objects.using(self.db)
+        holding_keys = set(
+            keys.filter(
+                job_id__in=[job.pk for job in jobs_by_process], until_finished=True
+            ).values_list("job_id", flat=True)
+        )
         self.bulk_create(
             [
                 self.model(
                     job_id=job.pk,
                     process_id=process_id,
-                    concurrency_key=job.concurrency_keys[0],
+                    # "" for a job that holds a unique key and no slot.
+                    concurrency_key=(job.concurrency_keys or [""])[0],
                     more_keys=job.concurrency_keys[1:] or None,
                     created_at=now,
                 )
                 for job, process_id in jobs_by_process.items()
-                if job.concurrency_keys
+                if job.concurrency_keys or job.pk in holding_keys
             ]
         )
 
@@ -65,7 +74,7 @@ class CancelledRunQuerySet(QueueQuerySet):
         """
         # The pk first: MySQL's delete_returning deletes the rows it read by it.
         rows = self.delete_returning(["id", "concurrency_key", "more_keys"])
-        keys = [key for _, first, more in rows for key in [first, *(more or [])]]
+        keys = [key for _, first, more in rows for key in [first, *(more or [])] if key]
         if keys:
             models_package.ClaimedExecution.objects.using(self.db).release_keys(keys)
         return len(rows)

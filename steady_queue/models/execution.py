@@ -36,6 +36,13 @@ class ExecutionQuerySet(QueueQuerySet):
         rows = self.values_list("job__task_path").annotate(count=Count("pk"))
         return dict(rows.order_by())
 
+    def raise_priority(self, job_id, priority):
+        """Raise a job's row here to ``priority`` if it is lower; return
+        whether it was."""
+        return bool(
+            self.filter(job_id=job_id, priority__lt=priority).update(priority=priority)
+        )
+
     def for_jobs(self, jobs):
         """The executions of a Job queryset (a filtered admin list)."""
         return self.filter(job_id__in=jobs.values("pk"))

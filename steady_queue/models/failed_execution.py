@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
@@ -32,12 +33,25 @@ class RetryOutcome:
     blocked: tuple[int, ...] = ()
     discarded: tuple[int, ...] = ()
     discarded_keys: dict[str, int] = field(default_factory=dict)
+    # Left failed: another run of their @unique key is pending (or running,
+    # held until finished), and two must never be.
+    held: tuple[int, ...] = ()
+
+    @property
+    def _groups(self):
+        return (self.ready, self.scheduled, self.blocked, self.discarded, self.held)
+
+    @property
+    def failed_again(self):
+        """Whether any job is still failed after the retry (discarded again,
+        or held by its unique key): the operator is told with a warning."""
+        return bool(self.discarded or self.held)
 
     def __iter__(self):
-        return iter((*self.ready, *self.scheduled, *self.blocked, *self.discarded))
+        return iter([job_id for group in self._groups for job_id in group])
 
     def __len__(self):
-        return sum(map(len, (self.ready, self.scheduled, self.blocked, self.discarded)))
+        return sum(map(len, self._groups))
 
     def __add__(self, other):
         return RetryOutcome(
@@ -48,47 +62,76 @@ class RetryOutcome:
             discarded_keys=dict(
                 Counter(self.discarded_keys) + Counter(other.discarded_keys)
             ),
+            held=self.held + other.held,
         )
 
     def summary(self):
-        """A sentence for an operator, e.g. "Retried 3 jobs: 2 ready, 1 blocked ..."."""
-        count = len(self)
-        return f"Retried {count} job{'s' if count != 1 else ''}: {self.details()}."
+        """A sentence for an operator, e.g. "Retried 3 jobs: 2 ready, 1 blocked ..."
+        (in the active language: the admin's messages and ``retry``'s line).
+        Jobs left failed for their unique key were not retried: "Retried 0
+        jobs: 1 left failed because ..."."""
+        count = len(self) - len(self.held)
+        text = ngettext(
+            "Retried %(count)s job: %(details)s.",
+            "Retried %(count)s jobs: %(details)s.",
+            count,
+        )
+        return text % {"count": count, "details": self.details()}
 
     def details(self):
         """How many went where: "2 ready, 1 discarded again because ..."."""
-        parts = [
-            f"{len(ids)} {state}"
-            for state, ids in (("ready", self.ready), ("scheduled", self.scheduled))
-            if ids
-        ]
-        if self.blocked:
+        parts = []
+        if self.ready:
+            parts.append(gettext("%(count)s ready") % {"count": len(self.ready)})
+        if self.scheduled:
             parts.append(
-                f"{len(self.blocked)} blocked until a slot of "
-                f"{_its(len(self.blocked))} concurrency key is free"
+                gettext("%(count)s scheduled") % {"count": len(self.scheduled)}
             )
+        if self.blocked:
+            count = len(self.blocked)
+            text = ngettext(
+                "%(count)s blocked until a slot of its concurrency key is free",
+                "%(count)s blocked until a slot of their concurrency key is free",
+                count,
+            )
+            parts.append(text % {"count": count})
         if self.discarded:
-            parts.append(f"{len(self.discarded)} {self._discarded_because()}")
-        return ", ".join(parts) or "none moved"
+            parts.append(self._discarded_because())
+        if self.held:
+            count = len(self.held)
+            text = ngettext(
+                "%(count)s left failed because another run of its unique key "
+                "is pending or running",
+                "%(count)s left failed because another run of their unique key "
+                "is pending or running",
+                count,
+            )
+            parts.append(text % {"count": count})
+        return ", ".join(parts) or gettext("none moved")
 
     def _discarded_because(self):
         count = len(self.discarded)
         if len(self.discarded_keys) == 1:
             (key,) = self.discarded_keys
-            return (
-                f"discarded again because {_its(count)} concurrency key {key!r} "
-                "had no free slot"
+            text = ngettext(
+                "%(count)s discarded again because its concurrency key %(key)s "
+                "had no free slot",
+                "%(count)s discarded again because their concurrency key %(key)s "
+                "had no free slot",
+                count,
             )
+            return text % {"count": count, "key": repr(key)}
         keys = ", ".join(
             f"{key!r} ({number})" for key, number in sorted(self.discarded_keys.items())
         )
-        return (
-            f"discarded again because their concurrency keys had no free slot: {keys}"
+        text = ngettext(
+            "%(count)s discarded again because their concurrency keys had no free "
+            "slot: %(keys)s",
+            "%(count)s discarded again because their concurrency keys had no free "
+            "slot: %(keys)s",
+            count,
         )
-
-
-def _its(count):
-    return "its" if count == 1 else "their"
+        return text % {"count": count, "keys": keys}
 
 
 class FailedExecutionQuerySet(ExecutionQuerySet):
@@ -114,6 +157,16 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
                 .filter(pk__in=ids)
                 .order_by("pk")
             )
+            # Lock order as an enqueue's: batch rows, then unique keys.
+            Batch.objects.using(self.db).lock_all(
+                job.batch_id for job in jobs if job.batch_id
+            )
+            keys = models_package.UniqueKey.objects.using(self.db)
+            held = keys.take_for_retries(jobs)
+            if held:
+                # Failed as they were: a second run of the key must not start.
+                self.create_all_for([job for job in jobs if job.pk in held])
+                jobs = [job for job in jobs if job.pk not in held]
             for job in jobs:
                 job.finished_at = None
             models_package.Job.objects.using(self.db).bulk_update(jobs, ["finished_at"])
@@ -121,7 +174,7 @@ class FailedExecutionQuerySet(ExecutionQuerySet):
             Batch.objects.using(self.db).count_retried(jobs)
             models_package.Job.objects.using(self.db).dispatch_all(jobs)
             # Read back inside the transaction: where dispatch_all put each job.
-            return self._where_they_went(jobs)
+            return replace(self._where_they_went(jobs), held=tuple(sorted(held)))
 
     def retry_in_batches(self, batch_size=None, progress=None):
         """Retry these failed jobs a batch at a time; one RetryOutcome for all."""

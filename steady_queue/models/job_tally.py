@@ -1,4 +1,13 @@
-"""JobTally: every run's end, counted as it is recorded, for the metrics."""
+"""JobTally: every run's end, counted as it is recorded, for the metrics.
+
+A finish does not add to a shared row: it inserts its sums into
+JobTallyDelta, in the transaction that records the outcomes, and a
+supervisor folds the deltas into the tallies now and then (roll_up). A row
+every finish updated was a hot row: under a long-held snapshot (a report, a
+backup, a replication slot) PostgreSQL keeps every version of it, and each
+finish walked the longer chain of them. Readers sum both tables in one
+statement, so a count is never seen twice or missed while a roll-up moves it.
+"""
 
 from collections import defaultdict
 
@@ -6,6 +15,7 @@ from django.db import models
 from django.db.models import Max
 from django.utils import timezone
 
+from ..dialects.isolation import atomic
 from .base import QueueQuerySet
 
 # Upper bounds (seconds) of the run-duration histogram's buckets, Prometheus'
@@ -19,10 +29,13 @@ SUMMED = ("count", "seconds")
 # to for the retention period is pruned (prune_idle).
 REPLACED = ("updated_at",)
 
-# The counters grow by one statement per batch of outcomes: a row per (queue,
-# task, status, bucket), added to if it exists. Rows go in key order, so two
-# workers adding to the same rows lock them in the same order: no deadlock.
+# A batch of outcomes is one insert of a delta row per (queue, task, status,
+# bucket); a roll-up adds deltas to the tallies' rows, added to if they exist,
+# in key order, so two roll-ups (or a finish of the release before deltas)
+# lock the same rows in the same order: no deadlock.
 ADD_SQL = "INSERT INTO {table} ({columns}) VALUES {rows}{on_conflict}"
+# Deltas folded by one roll-up transaction at most.
+ROLL_UP_BATCH = 10_000
 
 
 def status_of(outcome):
@@ -69,9 +82,24 @@ def tally_rows(outcomes):
     return [(*key, count, seconds) for key, (count, seconds) in sorted(sums.items())]
 
 
-class JobTallyQuerySet(QueueQuerySet):
+def insert_rows(queryset, rows, on_conflict=""):
+    """One INSERT of ``rows`` (tuples in ``queryset``'s COLUMNS order) into
+    its model's table, then ``on_conflict``."""
+    columns = queryset.model.COLUMNS
+    placeholders = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
+    sql = ADD_SQL.format(
+        table=queryset.model._meta.db_table,
+        columns=", ".join(columns),
+        rows=placeholders,
+        on_conflict=on_conflict,
+    )
+    with queryset.connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
+
+
+class JobTallyDeltaQuerySet(QueueQuerySet):
     def add_outcomes(self, outcomes):
-        """Count recorded outcomes (with their retry decided): one statement.
+        """Count recorded outcomes (with their retry decided): one insert.
 
         Call it in the transaction that records them, so a run is counted
         exactly when its outcome is written. PostgreSQL's one-statement
@@ -80,22 +108,77 @@ class JobTallyQuerySet(QueueQuerySet):
         rows = tally_rows(outcomes)
         if not rows:
             return
-        columns = (*KEY, *SUMMED, *REPLACED)
-        placeholders = ", ".join(
-            ["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows)
-        )
-        table = self.model._meta.db_table
-        sql = ADD_SQL.format(
-            table=table,
-            columns=", ".join(columns),
-            rows=placeholders,
-            on_conflict=self.dialect.add_on_conflict(table, KEY, SUMMED, REPLACED),
-        )
-        now = self.model._meta.get_field("updated_at").get_db_prep_save(
+        now = self.model._meta.get_field("created_at").get_db_prep_save(
             timezone.now(), self.connection
         )
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, [value for row in rows for value in (*row, now)])
+        insert_rows(self, [(*row, now) for row in rows])
+
+
+class CountedRuns(models.Model):
+    """The key (queue, task, status, bucket) and sums of counted runs: a
+    tally's columns and a delta's alike."""
+
+    queue_name = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=255)
+    status = models.CharField(max_length=16)
+    bucket = models.SmallIntegerField()
+    count = models.BigIntegerField(default=0)
+    seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        abstract = True
+
+
+class JobTallyDelta(CountedRuns):
+    """Runs counted by one batch of outcomes, not yet added to their JobTally
+    rows (JobTally.objects.roll_up). Only inserted and deleted: no row is
+    written twice."""
+
+    COLUMNS = (*KEY, *SUMMED, "created_at")
+
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = JobTallyDeltaQuerySet.as_manager()
+
+    class Meta:
+        db_table = "steady_queue_job_tally_deltas"
+
+
+class JobTallyQuerySet(QueueQuerySet):
+    def roll_up(self, limit=ROLL_UP_BATCH):
+        """Add up to ``limit`` deltas, oldest first, to the tallies and delete
+        them, in one transaction; return how many.
+
+        Deltas another roll-up holds are skipped, so two never add one twice.
+        """
+        deltas = JobTallyDelta.objects.using(self.db).order_by("pk")
+        with atomic(using=self.db):
+            taken = deltas.pop_batch(limit, ("id", *JobTallyDelta.COLUMNS))
+            if taken:
+                self._add(taken)
+        return len(taken)
+
+    def roll_up_all(self):
+        """Roll up until no delta is left; return how many were added."""
+        added = total = self.roll_up()
+        while added == ROLL_UP_BATCH:
+            added = self.roll_up()
+            total += added
+        return total
+
+    def _add(self, deltas):
+        """Add (pk, queue, task, status, bucket, count, seconds, created_at)
+        deltas to their tallies: a row per key, in key order."""
+        sums = {}
+        for _, *key, count, seconds, created_at in deltas:
+            total = sums.setdefault(tuple(key), [0, 0.0, created_at])
+            total[0] += count
+            total[1] += seconds
+            total[2] = max(total[2], created_at)
+        rows = [(*key, *total) for key, total in sorted(sums.items())]
+        table = self.model._meta.db_table
+        conflict = self.dialect.add_on_conflict(table, KEY, SUMMED, REPLACED)
+        insert_rows(self, rows, conflict)
 
     def prune_idle(self, before, queue_name=None):
         """Delete the series (queue, task and status) no outcome was counted in
@@ -105,6 +188,9 @@ class JobTallyQuerySet(QueueQuerySet):
         without this their series would stay in the metrics for ever. A
         series whose jobs start again simply starts from zero.
         """
+        # The deltas first: a series counted since its row was written is
+        # not idle.
+        self.model.objects.using(self.db).roll_up_all()
         series = self if queue_name is None else self.filter(queue_name=queue_name)
         idle = (
             series.values_list("queue_name", "task_path", "status")
@@ -122,11 +208,17 @@ class JobTallyQuerySet(QueueQuerySet):
 
     def totals(self):
         """{(queue, task, status): {count, timed, seconds, buckets}} with
-        buckets cumulative per DURATION_BUCKETS, as Prometheus wants them."""
+        buckets cumulative per DURATION_BUCKETS, as Prometheus wants them.
+
+        The tallies and the deltas not yet rolled up, read in one statement:
+        one snapshot, so a roll-up moving counts from one to the other is
+        seen wholly before or wholly after.
+        """
+        deltas = JobTallyDelta.objects.using(self.db).values_list(*KEY, *SUMMED)
         totals = {}
         for queue, task, status, bucket, count, seconds in self.values_list(
             *KEY, *SUMMED
-        ):
+        ).union(deltas, all=True):
             into = totals.setdefault(
                 (queue, task, status),
                 {
@@ -146,21 +238,18 @@ class JobTallyQuerySet(QueueQuerySet):
         return totals
 
 
-class JobTally(models.Model):
+class JobTally(CountedRuns):
     """How many runs of one task on one queue ended with one status, and took
     at most one bucket's duration (and how long they took in all).
 
-    Written as outcomes are recorded, never read back by workers, and kept
-    when clear-finished deletes jobs: the metrics' counters never go back.
-    A series idle for the retention period is pruned (prune_idle).
+    Added to by roll-ups of the deltas written as outcomes are recorded,
+    never read back by workers, and kept when clear-finished deletes jobs:
+    the metrics' counters never go back. A series idle for the retention
+    period is pruned (prune_idle).
     """
 
-    queue_name = models.CharField(max_length=100)
-    task_path = models.CharField(max_length=255)
-    status = models.CharField(max_length=16)
-    bucket = models.SmallIntegerField()
-    count = models.BigIntegerField(default=0)
-    seconds = models.FloatField(default=0.0)
+    COLUMNS = (*KEY, *SUMMED, *REPLACED)
+
     updated_at = models.DateTimeField(default=timezone.now)
 
     objects = JobTallyQuerySet.as_manager()

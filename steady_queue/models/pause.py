@@ -1,6 +1,7 @@
 """Pause: a queue whose ready jobs workers leave alone."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from .base import QueueQuerySet
 
@@ -11,28 +12,28 @@ class PauseQuerySet(QueueQuerySet):
 
     def pause(self, queue_name):
         """Pause a queue; return whether it was running before."""
-        _, created = self.get_or_create(queue_name=queue_name)
+        _pause, created = self.get_or_create(queue_name=queue_name)
         return created
 
     def resume(self, queue_name):
         """Resume a queue; return whether it was paused before."""
-        deleted, _ = self.filter(queue_name=queue_name).delete()
+        deleted, _by_model = self.filter(queue_name=queue_name).delete()
         return bool(deleted)
 
 
 class Pause(models.Model):
     """One paused queue."""
 
-    queue_name = models.CharField(max_length=100, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    queue_name = models.CharField(_("queue name"), max_length=100, unique=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     objects = PauseQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_pauses"
         # The admin lists every queue under this model (see admin/queues.py).
-        verbose_name = "queue"
-        verbose_name_plural = "queues"
+        verbose_name = _("queue")
+        verbose_name_plural = _("queues")
         permissions = [("pause_queue", "Can pause and resume queues")]
 
     def __str__(self):

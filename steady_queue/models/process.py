@@ -5,6 +5,8 @@ import socket
 from datetime import UTC, datetime, timedelta
 
 from django.db import models
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
@@ -134,36 +136,57 @@ class ProcessQuerySet(QueueQuerySet):
             yield process
 
 
+# The kinds of process there are, as the admin names them.
+KINDS = [
+    ("supervisor", _("supervisor")),
+    ("worker", _("worker")),
+    ("dispatcher", _("dispatcher")),
+    ("scheduler", _("scheduler")),
+    ("state_runner", _("state runner")),
+]
+
+
 class Process(models.Model):
     """A live steady_queue process, as long as it keeps heartbeating."""
 
-    kind = models.CharField(max_length=32)
-    name = models.CharField(max_length=128, unique=True)
-    pid = models.IntegerField()
-    hostname = models.CharField(max_length=255)
-    supervisor_id = models.BigIntegerField(null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    kind = models.CharField(_("kind"), max_length=32, choices=KINDS)
+    name = models.CharField(_("name"), max_length=128, unique=True)
+    pid = models.IntegerField(_("PID"))
+    hostname = models.CharField(_("hostname"), max_length=255)
+    supervisor_id = models.BigIntegerField(_("supervisor id"), null=True, blank=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # The code version the process runs (conf/version.py). The database
     # default lets a release from before this column register beside one
     # that has it, during a rolling deploy: its rows read "".
-    code_version = models.CharField(max_length=128, blank=True, db_default="")
-    last_heartbeat_at = models.DateTimeField()
-    created_at = models.DateTimeField()
+    code_version = models.CharField(
+        _("code version"), max_length=128, blank=True, db_default=""
+    )
+    last_heartbeat_at = models.DateTimeField(_("last heartbeat at"))
+    created_at = models.DateTimeField(_("created at"))
 
     objects = ProcessQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_processes"
-        verbose_name_plural = "processes"
+        verbose_name = _("process")
+        verbose_name_plural = _("processes")
         indexes = [
             models.Index(fields=["last_heartbeat_at"], name="sq_process_heartbeat"),
             models.Index(fields=["supervisor_id"], name="sq_process_supervisor"),
         ]
 
     def __str__(self):
-        return self.describe()
+        """The process as the admin names it, in the reader's language."""
+        text = gettext("%(kind)s %(name)s (pid %(pid)s on %(host)s)")
+        return text % {
+            "kind": self.get_kind_display(),
+            "name": self.name,
+            "pid": self.pid,
+            "host": self.hostname,
+        }
 
     def describe(self):
+        """The process as logs and commands name it."""
         return f"{self.kind} {self.name} (pid {self.pid} on {self.hostname})"
 
     def describe_version(self):

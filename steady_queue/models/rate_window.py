@@ -1,10 +1,14 @@
 """RateWindow: a rate key's lock, its limit, and when its waiting jobs may go."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db import models
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.utils.formats import number_format
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 # The models that import this module, read through their package when called.
 from .. import models as models_package
@@ -194,17 +198,22 @@ class RateWindow(models.Model):
     key: when a dispatcher should next let some go.
     """
 
-    key = models.CharField(max_length=255, unique=True)
-    limit = models.IntegerField()
-    period = models.FloatField()
-    next_slot_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(null=True, blank=True)
+    key = models.CharField(_("key"), max_length=255, unique=True)
+    limit = models.IntegerField(_("limit"))
+    period = models.FloatField(_("period"))
+    next_slot_at = models.DateTimeField(_("next slot at"), null=True, blank=True)
+    updated_at = models.DateTimeField(_("updated at"), null=True, blank=True)
 
     objects = RateWindowQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_rate_windows"
+        verbose_name = _("rate window")
+        verbose_name_plural = _("rate windows")
         indexes = [models.Index(fields=["next_slot_at"], name="sq_rate_window_next")]
 
     def __str__(self):
-        return f"{self.key} ({self.limit} per {self.period:g} s)"
+        text = gettext("%(key)s (%(limit)s per %(period)s s)")
+        # As precise as it is, in the reader's locale: 600, 1.5 (1,5 in German).
+        period = number_format(Decimal(f"{self.period:g}"))
+        return text % {"key": self.key, "limit": self.limit, "period": period}

@@ -1,9 +1,11 @@
 """ReadyExecution: the hot table workers claim from."""
 
 from collections import Counter
+from datetime import timedelta
 
 from django.db import models, transaction
-from django.db.models import Count
+from django.db.models import Count, F, Max, Min, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 # The models that import this module, read through their package when called.
@@ -26,17 +28,16 @@ picked AS ({pick}),
 taken AS (
     DELETE FROM steady_queue_ready_executions ready USING picked
     WHERE ready.job_id = picked.job_id AND EXISTS (SELECT FROM claimer)
-    RETURNING ready.job_id
+    RETURNING ready.job_id, ready.priority, ready.turn
 ),
 claimed AS (
     INSERT INTO steady_queue_claimed_executions
         (job_id, process_id, created_at, started)
     SELECT job_id, %s, %s, %s FROM taken
-    RETURNING job_id
 )
 SELECT {job_columns} FROM steady_queue_jobs job
-JOIN claimed ON claimed.job_id = job.id
-ORDER BY job.priority DESC, job.id
+JOIN taken ON taken.job_id = job.id
+ORDER BY taken.priority DESC, taken.turn, job.id
 """
 
 
@@ -54,44 +55,117 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
         """Make a saved job ready to run; its listening workers are woken at
         commit."""
-        execution = self.insert_one(
-            self.model(
-                job=job,
-                queue_name=job.queue_name,
-                priority=job.priority,
-                backend_name=job.backend_name,
-                created_at=job.enqueued_at,
-            )
+        execution = self.model(
+            job=job,
+            queue_name=job.queue_name,
+            priority=job.priority,
+            backend_name=job.backend_name,
+            fair_key=job.fair_key,
+            created_at=job.enqueued_at,
         )
+        self.take_turns([execution])
+        self.insert_one(execution)
         self.notify_ready({job.backend_name: 1})
         return execution
 
-    def create_all_for(self, jobs, now=None):
-        """Make saved jobs ready to run, in one insert."""
+    def create_all_for(self, jobs, now=None, handed_back_by=None):
+        """Make saved jobs ready to run, in one insert (``handed_back_by``:
+        see create_all_handed_back)."""
         return self.create_all_from(
-            [(job.pk, job.queue_name, job.priority, job.backend_name) for job in jobs],
+            [
+                (job.pk, job.queue_name, job.priority, job.backend_name, job.fair_key)
+                for job in jobs
+            ],
             now,
+            handed_back_by,
         )
 
-    def create_all_from(self, rows, now=None):
-        """Make jobs ready from ``(job id, queue, priority, backend alias)`` rows,
-        in one insert; their listening workers are woken at commit."""
+    def create_all_from(self, rows, now=None, handed_back_by=None):
+        """Make jobs ready from ``(job id, queue, priority, backend alias, fair
+        key)`` rows, in one insert; their listening workers are woken at
+        commit."""
         now = now or timezone.now()
-        executions = self.bulk_create(
-            [
-                self.model(
-                    job_id=job_id,
-                    queue_name=queue_name,
-                    priority=priority,
-                    backend_name=backend_name,
-                    created_at=now,
-                )
-                for job_id, queue_name, priority, backend_name in rows
-            ]
-        )
+        executions = [
+            self.model(
+                job_id=job_id,
+                queue_name=queue_name,
+                priority=priority,
+                backend_name=backend_name,
+                fair_key=fair_key,
+                created_at=now,
+                handed_back_by=handed_back_by,
+            )
+            for job_id, queue_name, priority, backend_name, fair_key in rows
+        ]
+        self.take_turns(executions)
+        self.bulk_create(executions)
         # After the rows: in autocommit the wake-up must follow their commit.
-        self.notify_ready(Counter(backend_name for *_, backend_name in rows))
+        self.notify_ready(Counter(execution.backend_name for execution in executions))
         return executions
+
+    def take_turns(self, executions):
+        """Give each unsaved execution with a tenant (``fair_key``) its turn,
+        in the order given (the jobs' order): one past its tenant's last
+        turn ready in its queue at its priority, and no earlier than the turn
+        being taken there (head_turn). A tenant with nothing ready joins the
+        turn being taken; one with a burst ready lines its next job up after
+        the burst. Executions without a tenant keep turn 0.
+
+        Plain reads, no lock: claims are never waited for. Two enqueues of
+        one tenant at once may read the same last turn and give their jobs
+        one turn together; the tenant gains a turn, no job is lost or held.
+        """
+        heads, last = {}, {}
+        for execution in executions:
+            if not execution.fair_key:
+                continue
+            place = (execution.backend_name, execution.queue_name, execution.priority)
+            tenant = (*place, execution.fair_key)
+            if place not in heads:
+                heads[place] = self.head_turn(*place)
+            if tenant not in last:
+                last[tenant] = self.last_turn(*tenant)
+            execution.turn = max(last[tenant] + 1, heads[place])
+            last[tenant] = execution.turn
+
+    def head_turn(self, alias, queue_name, priority):
+        """The turn being taken in a queue at a priority: its lowest turn
+        ready, or 1 when it has none.
+
+        A queue with no turns ready starts at the furthest any other queue
+        of the alias has come (the highest of their lowest turns, paused
+        queues left out): a worker of several queues ("*", a prefix)
+        compares their turns as numbers, and a tenant new to an idle queue
+        must not start below the turns it takes, or its whole burst would run
+        before them. Never the lowest: a queue no worker takes, or one
+        served slowly, keeps a low turn for as long as it waits, and would
+        pull every newcomer ahead. It may start a newcomer late instead:
+        behind the turns of a queue that has not come as far.
+        """
+        level = self.filter(backend_name=alias, priority=priority, turn__gt=0)
+        head = (
+            level.filter(queue_name=queue_name)
+            .order_by("turn")
+            .values_list("turn", flat=True)
+            .first()
+        )
+        if head is None:
+            pauses = models_package.Pause.objects.using(self.db)
+            others = level.exclude(queue_name__in=pauses.paused_queue_names())
+            heads = others.values("queue_name").annotate(head=Min("turn")).order_by()
+            head = max((row["head"] for row in heads), default=None)
+        return head or 1
+
+    def last_turn(self, alias, queue_name, priority, fair_key):
+        """A tenant's highest turn ready in a queue at a priority; 0 when
+        none is."""
+        rows = self.filter(
+            backend_name=alias,
+            queue_name=queue_name,
+            priority=priority,
+            fair_key=fair_key,
+        )
+        return rows.aggregate(last=Max("turn"))["last"] or 0
 
     def discard_all(self):
         """Delete these ready jobs entirely; return their ids.
@@ -133,21 +207,7 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_all_handed_back(self, jobs, version, now):
         """Make ready at once jobs a worker of ``version`` handed back, for a
         worker of another version: one insert, woken at commit."""
-        executions = self.bulk_create(
-            [
-                self.model(
-                    job_id=job.pk,
-                    queue_name=job.queue_name,
-                    priority=job.priority,
-                    backend_name=job.backend_name,
-                    created_at=now,
-                    handed_back_by=version,
-                )
-                for job in jobs
-            ]
-        )
-        self.notify_ready(Counter(job.backend_name for job in jobs))
-        return executions
+        return self.create_all_for(jobs, now, handed_back_by=version)
 
     def leave_for_other_versions(self, left_by):
         """Mark ready rows as handed back by a version ({job id: version}):
@@ -176,9 +236,86 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         rows = self.values_list("backend_name", "queue_name").annotate(n=Count("pk"))
         return {(alias, queue): n for alias, queue, n in rows.order_by()}
 
+    def priority_of(self, job_id):
+        """The priority a ready job is claimed by (raised by aging, perhaps);
+        None when it is not ready."""
+        return self.filter(job_id=job_id).values_list("priority", flat=True).first()
+
+    def turn_of(self, job_id):
+        """A ready job's turn and the turn being taken (head_turn): ``(turn,
+        head)``; None when it is not ready or takes no turn."""
+        row = (
+            self.filter(job_id=job_id, turn__gt=0)
+            .values_list("turn", "backend_name", "queue_name", "priority")
+            .first()
+        )
+        if row is None:
+            return None
+        turn, *place = row
+        return turn, self.head_turn(*place)
+
+    def highest_priority(self):
+        """The highest priority among these rows; None when there are none."""
+        return self.aggregate(top=Max("priority"))["top"]
+
+    def due_to_age(self, every, now):
+        """Rows that have waited another ``every`` seconds since they were
+        made ready or last raised (``ages_at``: when the next raise is due)."""
+        return self.filter(
+            Q(ages_at__lte=now)
+            | Q(ages_at=None, created_at__lte=now - timedelta(seconds=every))
+        )
+
+    def age_priorities(self, every, now, batch_size=500, passes=20):
+        """Priority aging: raise by one the priority of each of these rows
+        due to age (due_to_age), up to the highest priority waiting among
+        them when the call began; return how many raises were made.
+
+        A row behind by several raises (no dispatcher ran for a while) takes
+        one per pass, at most ``passes`` in a call. Each batch locks its rows
+        with SKIP LOCKED, in its own transaction, and is raised by id: a row
+        a worker is claiming right now is left for the next call, and this
+        never waits on (nor deadlocks with) a claim. Two dispatchers aging
+        at once raise a row once: a row one of them raised is locked until
+        it commits, and is then read with its new ``ages_at``, no longer due.
+        The job rows keep their own priority.
+        """
+        top = self.highest_priority()
+        if top is None:
+            return 0
+        step = timedelta(seconds=every)
+        raised = 0
+        for _ in range(passes):
+            found = self._age_batch(top, every, step, now, batch_size)
+            raised += found
+            if found == 0:
+                break
+        return raised
+
+    def _age_batch(self, top, every, step, now, batch_size):
+        """One batch of age_priorities: return how many rows it raised."""
+        with atomic(using=self.db):
+            ids = list(
+                self.due_to_age(every, now)
+                .filter(priority__lt=top)
+                .order_by("pk")
+                .skip_locked()
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if not ids:
+                return 0
+            # The next raise is due a step after this one was: a row behind
+            # by several catches up one raise a pass, never skips one.
+            self.model.objects.using(self.db).filter(pk__in=ids).update(
+                priority=F("priority") + 1,
+                ages_at=Coalesce(F("ages_at"), F("created_at") + step) + step,
+            )
+        return len(ids)
+
     def in_claim_order(self):
-        """Highest priority first, then oldest first (Django's priority direction)."""
-        return self.order_by("-priority", "job_id")
+        """Highest priority first (Django's priority direction), then the
+        lowest turn (take_turns), then oldest first."""
+        return self.order_by("-priority", "turn", "job_id")
 
     def claim(self, selector, limit, process_id, started=True):
         """Move up to ``limit`` ready jobs to claimed for a process; return Claims.
@@ -289,7 +426,12 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         with atomic(using=self.db), self.connection.cursor() as cursor:
             held = claims.mark_started(process_id, list(mark))
             ids = self.dialect.delete_picked(
-                cursor, table, quote("job_id"), pick_sql, pick_params
+                cursor,
+                table,
+                quote("job_id"),
+                pick_sql,
+                pick_params,
+                order=[(quote("priority"), True), (quote("turn"), False)],
             )
             if not ids:
                 return [], held
@@ -301,8 +443,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             claims.claim_all(ids, process_id, now, started)
         jobs = models_package.Job.objects.using(self.db)
         found = jobs.instances_from_rows(jobs.select_by_ids(ids))
-        # Claim order: priority, then age (DELETE ... RETURNING keeps no order).
-        found.sort(key=lambda job: (-job.priority, job.pk))
+        # Run in claim order (in_claim_order): the pick's, which delete_picked kept.
+        position = {job_id: index for index, job_id in enumerate(ids)}
+        found.sort(key=lambda job: position[job.pk])
         return [Claim(job, now) for job in found], held
 
     def _claimer_is_registered(self, cursor, process_id):
@@ -334,6 +477,17 @@ class ReadyExecution(Execution):
     # workers do not claim it again (claimable_by). Null for every other job;
     # releases from before it neither write nor read it.
     handed_back_by = models.CharField(max_length=128, null=True, blank=True)
+    # Priority aging (OPTIONS["priority_aging"]): when this row's priority is
+    # next raised by one; null until its first raise, which is due a step
+    # after created_at. Releases from before it neither write nor read it.
+    ages_at = models.DateTimeField(null=True, blank=True)
+    # Fair dispatch (@fair): the job's tenant, and its turn among the
+    # tenants' jobs ready at its priority in its queue (take_turns). Workers
+    # claim by priority, then turn, then age. 0 for a job without a tenant:
+    # it takes no turn, and goes before the turns. The one-statement
+    # enqueues never name these columns: they write unkeyed jobs alone.
+    fair_key = models.CharField(max_length=255, null=True, blank=True)
+    turn = models.BigIntegerField(default=0, db_default=0)
 
     objects = ReadyExecutionQuerySet.as_manager()
 
@@ -343,10 +497,24 @@ class ReadyExecution(Execution):
             # Serve the claim query in the order it sorts, with and without a
             # queue, within one alias.
             models.Index(
+                fields=["backend_name", "-priority", "turn", "job"],
+                name="sq_ready_turns_all",
+            ),
+            models.Index(
+                fields=["backend_name", "queue_name", "-priority", "turn", "job"],
+                name="sq_ready_turns_queue",
+            ),
+            # The claim order of releases before turns (migration 0025): kept
+            # while a rolling deploy may run their workers beside this
+            # release's; the next release's migrations drop them.
+            models.Index(
                 fields=["backend_name", "-priority", "job"], name="sq_ready_claim_all"
             ),
             models.Index(
                 fields=["backend_name", "queue_name", "-priority", "job"],
                 name="sq_ready_claim_queue",
             ),
+            # A tenant's last turn (last_turn) reads sq_ready_fair_turns,
+            # which migration 0025 makes by hand: partial where the database
+            # has partial indexes, whole on MySQL and MariaDB.
         ]

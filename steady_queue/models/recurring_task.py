@@ -5,6 +5,7 @@ from functools import cached_property
 from django.db import IntegrityError, models
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from ..dialects.isolation import atomic
 from ..exceptions import RecurringTaskError
@@ -105,30 +106,46 @@ class RecurringTaskQuerySet(QueueQuerySet):
         return self.filter(key=key, static=False).delete_rows() > 0
 
 
+# What the admin calls each policy for runs missed while no scheduler ran.
+MISSED_LABELS = {
+    "skip": _("skip the missed runs"),
+    "run_latest": _("run the latest missed run"),
+}
+
+
 class RecurringTask(models.Model):
     """A keyed schedule (cron or phrase) for one task and its arguments."""
 
-    key = models.CharField(max_length=255, unique=True)
-    schedule = models.CharField(max_length=255)
-    task_path = models.CharField(max_length=255)
-    arguments = models.JSONField(default=dict, blank=True)
-    queue_name = models.CharField(max_length=100, null=True, blank=True)
-    priority = models.SmallIntegerField(null=True, blank=True)
-    timezone = models.CharField(max_length=64, null=True, blank=True)
-    static = models.BooleanField(default=True)
-    description = models.TextField(blank=True, default="")
+    key = models.CharField(_("key"), max_length=255, unique=True)
+    schedule = models.CharField(_("schedule"), max_length=255)
+    task_path = models.CharField(_("task path"), max_length=255)
+    arguments = models.JSONField(_("arguments"), default=dict, blank=True)
+    queue_name = models.CharField(
+        _("queue name"), max_length=100, null=True, blank=True
+    )
+    priority = models.SmallIntegerField(_("priority"), null=True, blank=True)
+    timezone = models.CharField(_("timezone"), max_length=64, null=True, blank=True)
+    static = models.BooleanField(_("static"), default=True)
+    description = models.TextField(_("description"), blank=True, default="")
     missed = models.CharField(
-        max_length=16, default="skip", choices=[(p, p) for p in MISSED_POLICIES]
+        _("missed"),
+        max_length=16,
+        default="skip",
+        choices=[(policy, MISSED_LABELS[policy]) for policy in MISSED_POLICIES],
     )
     # The TASKS alias whose scheduler runs it (several may share a database).
-    backend_name = models.CharField(max_length=100, default="default")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    backend_name = models.CharField(
+        _("backend name"), max_length=100, default="default"
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     objects = RecurringTaskQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_recurring_tasks"
+        verbose_name = _("recurring task")
+        verbose_name_plural = _("recurring tasks")
         indexes = [models.Index(fields=["static"], name="sq_recurring_static")]
 
     def __str__(self):

@@ -53,6 +53,46 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
             "scheduled_at", "-priority", "job_id"
         )
 
+    def due_at(self, job_id):
+        """When a job's scheduled row makes it ready (a retry's wait, a
+        snooze, a run_after), or None if it has none. Takes no lock."""
+        return self.filter(job_id=job_id).values_list("scheduled_at", flat=True).first()
+
+    def postpone(self, job_id, quiet, max_wait=None):
+        """Move a scheduled job's time to ``quiet`` seconds from now, no
+        later than ``max_wait`` seconds after it was enqueued; return whether
+        it was still scheduled here, not yet due, and never started. From
+        now, not from when the call was made: enqueue_many makes every
+        call's job before writing the first.
+
+        In the caller's transaction. Its row is locked, skipping it if a
+        dispatcher holds it (about to make it ready): then False, and the
+        job goes its way. Locked by this, the row is skipped by dispatchers
+        until the caller commits, by when its new time is written. A row
+        already due is left alone: under a stream of enqueues it would be
+        locked by one or another most of the time, and a dispatcher, which
+        skips locked rows, would run it late. A job that ran (waiting for
+        its retry, or snoozed) keeps its time: a burst ends at its first run.
+        """
+        jobs = models_package.Job.objects.using(self.db).filter(pk=job_id)
+        # Read apart from the lock below (a join would lock the job's row
+        # too): a job with a scheduled row is not running, so its start
+        # cannot change until a dispatcher, which needs that lock, moves it.
+        if jobs.filter(started_at__isnull=False).exists():
+            return False
+        now = timezone.now()
+        rows = self.filter(job_id=job_id, scheduled_at__gt=now)
+        found = rows.skip_locked().values_list("pk").first()
+        if found is None:
+            return False
+        due_at = now + timedelta(seconds=quiet)
+        if max_wait is not None:
+            enqueued_at = jobs.values_list("enqueued_at", flat=True).first()
+            due_at = min(due_at, enqueued_at + timedelta(seconds=max_wait))
+        self.filter(pk=found[0]).update(scheduled_at=due_at)
+        jobs.update(scheduled_at=due_at)
+        return True
+
     def dispatch_next_batch(self, batch_size):
         """Dispatch up to ``batch_size`` due jobs; return how many left this table.
 
@@ -73,13 +113,18 @@ class ScheduledExecutionQuerySet(ExecutionQuerySet):
                 pk__in=[row[0] for row in rows]
             )
             found = list(
-                jobs.values_list("pk", "backend_name", "concurrency_key", "limit_keys")
+                jobs.values_list(
+                    "pk", "backend_name", "fair_key", "concurrency_key", "limit_keys"
+                )
             )
-            backends = {pk: backend_name for pk, backend_name, *_ in found}
-            limited_ids = {pk for pk, _, key, more in found if key or more}
+            # Each job's alias and tenant (fair key), which its ready row copies.
+            copied = {
+                pk: (backend_name, fair_key) for pk, backend_name, fair_key, *_ in found
+            }
+            limited_ids = {pk for pk, _, _, key, more in found if key or more}
             ReadyExecution.objects.using(self.db).create_all_from(
                 [
-                    (job_id, queue_name, priority, backends[job_id])
+                    (job_id, queue_name, priority, *copied[job_id])
                     for job_id, queue_name, priority in rows
                     if job_id not in limited_ids
                 ],

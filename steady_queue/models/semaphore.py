@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..conf import options_of_backend
 from ..decorators.concurrency import DEFAULT_DURATION
@@ -89,23 +91,28 @@ class Semaphore(models.Model):
     their slots.
     """
 
-    key = models.CharField(max_length=255, unique=True)
-    value = models.IntegerField(default=1)
-    limit = models.IntegerField(default=1)
-    expires_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    key = models.CharField(_("key"), max_length=255, unique=True)
+    value = models.IntegerField(_("value"), default=1)
+    limit = models.IntegerField(_("limit"), default=1)
+    expires_at = models.DateTimeField(_("expires at"))
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     objects = SemaphoreQuerySet.as_manager()
 
     class Meta:
         db_table = "steady_queue_semaphores"
+        verbose_name = _("semaphore")
+        verbose_name_plural = _("semaphores")
         indexes = [
             models.Index(fields=["key", "value"], name="sq_semaphore_key_value"),
             models.Index(fields=["expires_at"], name="sq_semaphore_expiry"),
         ]
 
     def __str__(self):
+        """The key and its slots, in the reader's language (the admin's)."""
         if self.value < 0:  # runs an operator forced past the limit
-            return f"{self.key} ({-self.value} over its limit of {self.limit})"
-        return f"{self.key} ({self.value} of {self.limit} free)"
+            text = gettext("%(key)s (%(over)s over its limit of %(limit)s)")
+            return text % {"key": self.key, "over": -self.value, "limit": self.limit}
+        text = gettext("%(key)s (%(free)s of %(limit)s free)")
+        return text % {"key": self.key, "free": self.value, "limit": self.limit}

@@ -12,7 +12,9 @@ import threading
 import time
 from dataclasses import replace
 
-from ..models import BlockedExecution, ScheduledExecution, Wait
+from django.db import DatabaseError
+
+from ..models import BlockedExecution, JobTally, ScheduledExecution, Wait
 from ..models.admission import RATE
 from .db import close_quietly
 from .dispatcher import Dispatcher
@@ -155,8 +157,18 @@ class Burst(Interruptible):
         self.dispatcher.close_wake_pipe()
         self.close_wake_pipe()
         if not self.inline:
+            # No supervisor rolls up what this burst's finishes counted.
+            self.roll_up_tallies()
             # Run from a thread of its own, this burst's connections end with it.
             close_quietly()
+
+    def roll_up_tallies(self):
+        """Add the run counts this burst inserted to the metrics' tallies;
+        they count as they are until a later roll-up, should this fail."""
+        try:
+            JobTally.objects.using(self.backend.database).roll_up_all()
+        except DatabaseError:
+            logger.warning("could not roll up the run tallies", exc_info=True)
 
     def stop(self):
         """Finish the jobs running now, claim nothing more; from signal handlers."""

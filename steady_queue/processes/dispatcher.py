@@ -1,5 +1,6 @@
-"""Dispatcher: moves due scheduled jobs on, keeps concurrency slots flowing, and
-lets jobs waiting on rate windows go as the windows open."""
+"""Dispatcher: moves due scheduled jobs on, keeps concurrency slots flowing,
+lets jobs waiting on rate windows go as the windows open, and ages the
+priorities of jobs that wait."""
 
 import logging
 import time
@@ -8,6 +9,7 @@ from ..models import (
     Batch,
     BlockedExecution,
     RateWindow,
+    ReadyExecution,
     ScheduledExecution,
     Semaphore,
     UniqueKey,
@@ -16,6 +18,10 @@ from .poller import Poller
 
 logger = logging.getLogger("steady_queue")
 
+# The shortest pause between two agings: a step of a millisecond would
+# otherwise have the dispatcher query the ready table ten times as often.
+AGING_CHECK_FLOOR = 0.1
+
 
 class Dispatcher(Poller):
     """Dispatches due jobs in batches, polling again at once after a full batch.
@@ -23,7 +29,9 @@ class Dispatcher(Poller):
     Every ``concurrency_maintenance_interval`` it also expires the semaphores of
     slot holders that died, and releases the blocked jobs that waited on them.
     Jobs waiting on a rate window are let go when it opens: the dispatcher
-    sleeps until then, if that is sooner than its polling interval.
+    sleeps until then, if that is sooner than its polling interval. With
+    OPTIONS["priority_aging"] set, it raises the priority of ready jobs that
+    waited that long again, at least that often.
     """
 
     kind = "dispatcher"
@@ -34,6 +42,8 @@ class Dispatcher(Poller):
         self.polling_interval = config.polling_interval
         # monotonic time of the next concurrency maintenance; at once on boot.
         self.next_maintenance_at = 0.0
+        # monotonic time of the next priority aging; at once on boot.
+        self.next_aging_at = 0.0
 
     def metadata(self):
         return {
@@ -47,6 +57,9 @@ class Dispatcher(Poller):
     def poll(self):
         if time.monotonic() >= self.next_maintenance_at:
             self.maintain_concurrency()
+        aging = self.options.priority_aging
+        if aging is not None and time.monotonic() >= self.next_aging_at:
+            self.age_priorities(aging)
         # Ends of batch jobs whose batch row was busy when they were recorded.
         Batch.objects.using(self.database).count_deferred()
         moved = ScheduledExecution.objects.using(self.database).dispatch_next_batch(
@@ -55,7 +68,27 @@ class Dispatcher(Poller):
         blocked = BlockedExecution.objects.using(self.database)
         _, opens_in = blocked.release_due_rates()
         delay = 0 if moved == self.config.batch_size else self.polling_interval
+        if aging is not None:
+            delay = min(delay, max(0.0, self.next_aging_at - time.monotonic()))
         return delay if opens_in is None else min(delay, opens_in)
+
+    def age_priorities(self, every):
+        """Raise the priority of this alias's ready jobs that waited another
+        ``every`` seconds; next time a tenth of ``every`` from now (so that a
+        raise is at most that late), and no sooner than AGING_CHECK_FLOOR."""
+        ready = ReadyExecution.objects.using(self.database)
+        # The database's clock, one for the dispatchers of every host: a
+        # host's clock running ahead would raise priorities early.
+        now = ready.database_now()
+        raised = ready.for_backend(self.backend.alias).age_priorities(every, now)
+        self.next_aging_at = time.monotonic() + max(every / 10, AGING_CHECK_FLOOR)
+        if raised:
+            # Ten times a step while jobs wait: too often for INFO.
+            logger.debug(
+                "%s: priority aging raised waiting jobs by %d step(s) in all",
+                self.description,
+                raised,
+            )
 
     def maintain_concurrency(self):
         """Expire abandoned semaphores, release the jobs blocked on them,
@@ -68,7 +101,7 @@ class Dispatcher(Poller):
         expired = semaphores.expired(now).delete_rows()
         blocked = BlockedExecution.objects.using(self.database)
         released = blocked.release_expired(now=now)
-        # Keys of @unique jobs that started: nothing needs them any more.
+        # Keys of @unique jobs that started (or, held until finished, ended).
         UniqueKey.objects.using(self.database).forget_stale()
         # Rate starts past their period, and the windows nothing counts in.
         RateWindow.objects.using(self.database).forget_idle(now)

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from .. import signals
 from ..exceptions import ProcessMissingError, error_payload
-from ..models import Batch, ClaimedExecution, Event, Process
+from ..models import Batch, ClaimedExecution, Event, JobTally, Process
 from .hooks import send_hook
 
 
@@ -68,6 +68,12 @@ def count_deferred_batch_endings(owner):
     """Count the job ends left beside busy batch rows (a dispatcher does this
     every poll; this covers a deployment without one)."""
     return Batch.objects.using(owner.database).count_deferred()
+
+
+def roll_up_tallies(owner):
+    """Add the run counts the finishes inserted since the last roll-up to the
+    metrics' tallies (JobTally): off the workers' path; return how many."""
+    return JobTally.objects.using(owner.database).roll_up_all()
 
 
 def prune_events(owner):

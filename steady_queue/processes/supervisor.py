@@ -17,6 +17,7 @@ from .maintenance import (
     fail_orphaned_claims,
     prune_dead_processes,
     prune_events,
+    roll_up_tallies,
 )
 from .pidfile import Pidfile
 from .shared_claims import Leftovers
@@ -221,6 +222,7 @@ class Supervisor(Runnable):
             self.guard.call(self.kill_silent_children)
         self.guard.call(lambda: fail_orphaned_claims(self))
         self.guard.call(lambda: count_deferred_batch_endings(self))
+        self.guard.call(lambda: roll_up_tallies(self))
         self.guard.call(lambda: prune_events(self))
 
     def live_child_names(self):

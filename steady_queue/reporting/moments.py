@@ -1,11 +1,16 @@
-"""Times and durations as the admin shows them: moments to the second, exact
-on hover; run durations to three figures, as precise as they are."""
+"""Times and durations as the admin shows them: moments near now in words,
+in the reader's language ("12 seconds ago", "in 3 minutes"), exact on hover;
+run durations to three figures, as precise as they are."""
 
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
+from django.utils.translation import gettext, ngettext
 
-# Within this many seconds of now a time reads as "12 s ago" or "in 3 s";
-# further away, as the clock time (with the date unless it is today).
+from .numbers import decimal_text, figures_text
+
+# Within this many seconds of now a time reads as "12 seconds ago" or "in 3
+# minutes"; further away, as the clock time (with the date unless it is today).
 RELATIVE_SECONDS = 3600
 
 
@@ -27,8 +32,8 @@ def seconds_text(seconds):
         return "-"
     for unit, size in (("h", 3600), ("min", 60), ("s", 1), ("ms", 0.001)):
         if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds * 1000:.1f} ms"
+            return f"{figures_text(seconds / size)} {unit}"
+    return f"{decimal_text(seconds * 1000, 1)} ms"
 
 
 def exact_time(moment):
@@ -54,12 +59,29 @@ def moment_html(moment, now=None):
     )
 
 
-def _shown(moment, now):
+def relative_text(moment, now):
+    """A moment near ``now`` in words: "12 seconds ago", "in 3 minutes".
+
+    Django's timesince says minutes and longer in the active language; it
+    says "0 minutes" under one, so seconds are counted here.
+    """
     offset = (moment - now).total_seconds()
-    if abs(offset) < RELATIVE_SECONDS:
-        if offset > 0:
-            return f"in {duration_text(offset)}"
-        return f"{duration_text(-offset)} ago"
+    # Whole seconds, as timesince counts whole minutes: 59.6 s is 59 seconds.
+    seconds = int(abs(offset))
+    if offset > 0:
+        if seconds < 60:
+            text = ngettext("in %(count)d second", "in %(count)d seconds", seconds)
+            return text % {"count": seconds}
+        return gettext("in %(time)s") % {"time": timeuntil(moment, now, depth=1)}
+    if seconds < 60:
+        text = ngettext("%(count)d second ago", "%(count)d seconds ago", seconds)
+        return text % {"count": seconds}
+    return gettext("%(time)s ago") % {"time": timesince(moment, now, depth=1)}
+
+
+def _shown(moment, now):
+    if abs((moment - now).total_seconds()) < RELATIVE_SECONDS:
+        return relative_text(moment, now)
     local = timezone.localtime(moment)
     if local.date() == timezone.localtime(now).date():
         return f"{local:%H:%M:%S}"

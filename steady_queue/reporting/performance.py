@@ -27,14 +27,22 @@ from django.db.models import (
 from django.db.models.expressions import Func
 from django.db.models.functions import Floor, Greatest, Ln
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from ..dialects import dialect_for
 from ..models import FailedExecution, Job
 
 WINDOWS = {
-    "1h": ("Last hour", timedelta(hours=1)),
-    "24h": ("Last 24 hours", timedelta(days=1)),
-    "7d": ("Last 7 days", timedelta(days=7)),
+    "1h": (_("Last hour"), timedelta(hours=1)),
+    "24h": (_("Last 24 hours"), timedelta(days=1)),
+    "7d": (_("Last 7 days"), timedelta(days=7)),
+}
+# The same windows inside a sentence ("Runs that ended in the last hour"):
+# words of their own, which a language can inflect, not the label lowercased.
+WINDOW_PHRASES = {
+    "1h": _("last hour"),
+    "24h": _("last 24 hours"),
+    "7d": _("last 7 days"),
 }
 DEFAULT_WINDOW = "24h"
 # At most this many of the window's latest runs are read: the page's cost is

@@ -4,6 +4,8 @@ busy rate limits and state machines, as text or JSON."""
 import json
 
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from ..dialects import database_identity, describe_database
 from ..models import (
@@ -106,7 +108,7 @@ def workers_overview(database, alias, alive_threshold, queues):
 
 
 # Said with each queue no worker serves: the worker may run, elsewhere.
-NOT_SEEN_HERE = (
+NOT_SEEN_HERE = _(
     "A worker started with other settings (on another database than this "
     "report's) is not seen here."
 )
@@ -147,18 +149,30 @@ def unserved_queue_warnings(queues, workers, ready, alias):
     for (backend_name, name), count in sorted(ready.items()):
         if name in paused or is_served(selectors, backend_name, name):
             continue
+        # The dashboard shows these lines too: in the reader's language.
         if backend_name == alias:
-            warnings.append(
-                f"Queue {name!r} has {count} ready job(s) and no live worker "
+            text = ngettext(
+                "Queue %(queue)s has %(count)s ready job(s) and no live worker "
                 "claims from it: add it to a worker's queues, or start one with "
-                f"--queues {name}. {NOT_SEEN_HERE}"
+                "--queues %(name)s.",
+                "Queue %(queue)s has %(count)s ready job(s) and no live worker "
+                "claims from it: add it to a worker's queues, or start one with "
+                "--queues %(name)s.",
+                count,
             )
         else:
-            warnings.append(
-                f"Queue {name!r} has {count} ready job(s) of TASKS[{backend_name!r}]"
-                " and no live worker of that alias claims from it: start one "
-                f"with --backend {backend_name}. {NOT_SEEN_HERE}"
+            text = ngettext(
+                "Queue %(queue)s has %(count)s ready job(s) of TASKS[%(alias)s] "
+                "and no live worker of that alias claims from it: start one "
+                "with --backend %(backend)s.",
+                "Queue %(queue)s has %(count)s ready job(s) of TASKS[%(alias)s] "
+                "and no live worker of that alias claims from it: start one "
+                "with --backend %(backend)s.",
+                count,
             )
+        values = {"queue": repr(name), "name": name, "count": count}
+        values |= {"alias": repr(backend_name), "backend": backend_name}
+        warnings.append(f"{text % values} {NOT_SEEN_HERE}")
     return warnings
 
 

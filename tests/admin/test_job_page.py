@@ -1,6 +1,7 @@
 """A job's page: the error first, each attempt to the second, the call as Python."""
 
 import html
+import re
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
@@ -10,7 +11,13 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from steady_queue.models import ClaimedExecution, FailedExecution, Job
+from steady_queue.models import (
+    ClaimedExecution,
+    FailedExecution,
+    Job,
+    ReadyExecution,
+    ScheduledExecution,
+)
 from steady_queue.pipeline.arguments import serialize_arguments
 from tests.factories import TRACEBACK, make_job
 
@@ -334,3 +341,42 @@ def test_a_ready_job_names_its_queue(operator):
     job = make_job("ready", queue="mail")
     line = story(page(operator, job).content.decode())
     assert "Ready: waiting for a worker of queue &#x27;mail&#x27;" in line
+
+
+def test_a_job_waiting_for_its_retry_says_when_it_is_due(operator):
+    """Its retry's time is its scheduled row's, not the job's run_after."""
+    now = timezone.now()
+    job = make_job("running")
+    job.errors = [ERROR]
+    job.save()
+    ClaimedExecution.objects.filter(job_id=job.pk).delete()
+    ScheduledExecution.objects.create_all_at([(job, now + timedelta(minutes=5))], now)
+
+    line = story(page(operator, job).content.decode())
+    assert "Scheduled, a retry after 1 failed attempt</b>, due <time" in line
+    assert re.search(r">in [45]\sminutes</time>", line), line
+
+
+def test_a_priority_raised_by_aging_shows_beside_the_jobs_own(operator):
+    job = make_job("ready", priority=0)
+    assert "(priority aging)" not in page(operator, job).content.decode()
+
+    ReadyExecution.objects.filter(job=job).update(priority=4)
+
+    content = html.unescape(page(operator, job).content.decode())
+    assert "0, raised to 4 while it waits (priority aging)" in content
+
+
+def test_a_job_that_takes_turns_shows_its_tenant_and_turn(operator):
+    from tests import tasks
+
+    for label in range(3):
+        tasks.takes_turns.enqueue("/dev/null", "acme", label)
+    last = Job.objects.order_by("pk").last()
+
+    content = html.unescape(page(operator, last).content.decode())
+
+    assert "tests.tasks.takes_turns/acme: turn 3, while turn 1 is taken" in content
+    # Without @fair: no tenant.
+    plain = make_job("ready")
+    assert "takes_turns" not in html.unescape(page(operator, plain).content.decode())

@@ -10,6 +10,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Each command runs in a subprocess on a database the test picks (its own
+# SQLite file, or an unreachable server): the lane's database plays no part.
+pytestmark = pytest.mark.one_database
+
 
 def manage(*args, env=None):
     environment = {

@@ -19,7 +19,12 @@ from ..conftest import ROOT
 from ..helpers import wait_for
 from ..integration.support import wait_for_workers
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+# How the command runs (reload, logging, modes), whatever the database.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.integration,
+    pytest.mark.one_database,
+]
 
 
 def finished(process, timeout=60):

@@ -106,3 +106,55 @@ def fake_dispatcher():
     from steady_queue.conf import DispatcherConfig
 
     return Dispatcher(task_backends["default"], DispatcherConfig())
+
+
+def priorities_of(result):
+    """(the job's priority, its ready or scheduled row's)."""
+    pk = int(result.id)
+    execution = (
+        ReadyExecution.objects.filter(job_id=pk).first()
+        or ScheduledExecution.objects.filter(job_id=pk).first()
+    )
+    return Job.objects.get(pk=pk).priority, execution.priority
+
+
+def test_a_higher_duplicate_raises_the_pending_runs_priority():
+    first = tasks.build_report.enqueue(7)
+
+    urgent = tasks.build_report.using(priority=5).enqueue(7)
+    assert urgent.id == first.id
+    assert priorities_of(first) == (5, 5)
+
+    # A lower duplicate merges and leaves it alone.
+    assert tasks.build_report.using(priority=-3).enqueue(7).id == first.id
+    assert priorities_of(first) == (5, 5)
+    assert Job.objects.count() == 1
+
+
+def test_a_higher_duplicate_raises_a_scheduled_run_too():
+    later = timezone.now() + timezone.timedelta(hours=1)
+    first = tasks.build_report.using(run_after=later).enqueue(8)
+
+    tasks.build_report.using(priority=9, run_after=later).enqueue(8)
+
+    assert priorities_of(first) == (9, 9)
+
+
+def test_a_duplicate_of_a_started_run_is_a_new_run_at_its_own_priority():
+    first = tasks.build_report.enqueue(9)
+    assert jobs_of_ids(claim_all()) == [int(first.id)]
+
+    second = tasks.build_report.using(priority=4).enqueue(9)
+
+    assert second.id != first.id
+    assert Job.objects.get(pk=int(first.id)).priority == 0
+    assert priorities_of(second) == (4, 4)
+
+
+def jobs_of_ids(jobs):
+    return [job.pk for job in jobs]
+
+
+def test_raise_priority_is_an_on_duplicate_choice():
+    with pytest.raises(ValueError, match="'merge', 'refuse', 'raise_priority'"):
+        unique(on_duplicate="hurry")

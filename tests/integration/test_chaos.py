@@ -30,12 +30,12 @@ pytestmark = [
 ]
 
 JOB_SECONDS = 0.005
-FIRST_BATCH = 1500
+FIRST_BATCH = 1000
 BATCH = 300
 # Keep at least this many jobs waiting while the chaos lasts, so the workers are
 # always busy when they are killed, however fast the database is.
-BACKLOG = 600
-CHAOS_SECONDS = 30
+BACKLOG = 400
+CHAOS_SECONDS = 20
 # A worker younger than this dying counts as a crash loop and is restarted after
 # a growing delay (supervisor.QUICK_DEATH); killing only older ones keeps the
 # replacements immediate, so the drain does not wait out backoffs.

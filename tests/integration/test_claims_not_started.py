@@ -157,14 +157,25 @@ def enqueue_drain(path, count, prefix, seconds=DRAIN_JOB_SECONDS):
     }
 
 
-def assert_no_run_lost_or_doubled(jobs, path):
+def assert_no_run_lost_or_doubled(jobs, path, threads):
     """What the kill did, by the runs' own marks: only runs it interrupted
-    failed (at most one per thread); none failed unrun, none failed after
-    it returned, none ran twice, none was lost."""
+    failed, at most one per thread; none ran twice, none was lost.
+
+    A run's marks are its task's first and last lines, not the worker's call
+    and return: a kill that lands between the call and the first mark, or
+    between the last mark and the return, cuts a run that counts as
+    never-run FAILED or finished-then-FAILED by its marks. Each thread is in
+    one run when the kill lands, so all three together are at most
+    ``threads``; a success left unwritten in the flush window, or a claim
+    taken ahead failed unstarted, would add more."""
     tally = run_records.tally(jobs, path)
     counts = tally.counts()
-    assert counts["never-run FAILED"] == 0, (counts, dict(tally.examples))
-    assert counts["finished-then-FAILED"] == 0, (counts, dict(tally.examples))
+    cut = (
+        counts["never-run FAILED"]
+        + counts["failed mid-run"]
+        + counts["finished-then-FAILED"]
+    )
+    assert cut <= threads, (counts, dict(tally.examples))
     assert counts["ran twice"] == 0, (counts, dict(tally.examples))
     assert counts["lost"] == 0, (counts, dict(tally.examples))
     return counts
@@ -188,8 +199,7 @@ def test_a_worker_killed_mid_drain_with_claims_ahead_fails_only_the_runs_it_cut(
 
     wait_for_workers(1, exclude_pids={worker.pid})
     wait_until_settled(len(jobs))
-    counts = assert_no_run_lost_or_doubled(jobs, path)
-    assert counts["failed mid-run"] <= 2
+    assert_no_run_lost_or_doubled(jobs, path, threads=2)
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0
 
@@ -219,15 +229,31 @@ def test_a_tree_killed_whole_mid_drain_and_pruned_fails_only_the_runs_it_cut(
         message="both threads running a long job",
     )
     assert ClaimedExecution.objects.not_started().exists()
+    # The runs that ended before the gates wait up to a flush window for
+    # their outcome; a tree that dies whole takes that window with it
+    # (docs/failure-modes.rst), so the kill waits until it is written.
+    wait_for(
+        lambda: outcomes_written(jobs, path),
+        message="the outcomes of the runs before the gates written",
+    )
     # The plug is pulled: the whole tree dies at once, memory and all.
     successor = kill_the_tree_then_prune_it(first, start_supervisor)
     wait_until_settled(len(jobs))
-    counts = assert_no_run_lost_or_doubled(jobs, path)
+    counts = assert_no_run_lost_or_doubled(jobs, path, threads=2)
+    # Both threads were inside a gate's run, far from its edges.
     assert counts["failed mid-run"] == GATES
     assert {status_of(gate) for gate in gates} == {TaskResultStatus.FAILED}
     assert {last_error_class(gate) for gate in gates} == {PRUNED_ERROR}
     successor.signal(signal.SIGTERM)
     assert wait_for_exit(successor) == 0
+
+
+def outcomes_written(jobs, path):
+    """Whether every run of ``jobs`` that ended has its success written."""
+    _, ended = run_records.runs_of(path)
+    ended_ids = [pk for pk, (label, _) in jobs.items() if ended[label]]
+    written = Job.objects.filter(pk__in=ended_ids, finished_at__isnull=False)
+    return written.count() == len(ended_ids)
 
 
 def kill_the_tree_then_prune_it(first, start_supervisor):

@@ -34,9 +34,11 @@ from .support import (
     wait_for_workers,
 )
 
+# Web servers and their embedded supervisors: on SQLite, the embedded default.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.newest_django,
+    pytest.mark.one_database,
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -3,8 +3,8 @@ again ahead of newer work (docs/deployment.rst, "Rolling deploys").
 
 One supervisor (one worker, the test settings' 3 threads, handback_delay
 0.5 s, a 600 s grace) runs ordinary jobs alone, then beside 2,000 jobs of a
-task it cannot load: their pickup (start - enqueue) and, on PostgreSQL, the
-database's commits per second must stay near what they were alone.
+task it cannot load: their pickup (start - enqueue) must stay near what it was
+alone, and no write touches a held job or its scheduled row while they run.
 bench/handbacks.py runs the same measurement at larger sizes.
 """
 
@@ -14,9 +14,10 @@ import time
 
 import pytest
 from django.db import connection, transaction
+from django.db.models.expressions import RawSQL
 
 from steady_queue import enqueue_many
-from steady_queue.models import Job
+from steady_queue.models import Job, ScheduledExecution
 
 from .. import tasks
 from ..helpers import scaled, wait_for
@@ -55,6 +56,26 @@ def commits():
             "current_database()"
         )
         return cursor.fetchone()[0]
+
+
+def held_versions(ids):
+    """Each held job's row and its scheduled row as last written: PostgreSQL's
+    xmin (any write, even of the same values, changes it), elsewhere the
+    columns a handback or a wake writes."""
+    if connection.vendor == "postgresql":
+        version = {"version": RawSQL("xmin::text", [])}
+        jobs = Job.objects.filter(pk__in=ids).annotate(**version)
+        rows = ScheduledExecution.objects.filter(job_id__in=ids).annotate(**version)
+        return (
+            sorted(jobs.values_list("pk", "version")),
+            sorted(rows.values_list("job_id", "version")),
+        )
+    jobs = Job.objects.filter(pk__in=ids).values_list("pk", "handbacks")
+    rows = ScheduledExecution.objects.filter(job_id__in=ids)
+    return (
+        sorted((pk, str(handbacks)) for pk, handbacks in jobs),
+        sorted(rows.values_list("job_id", "scheduled_at")),
+    )
 
 
 def run_ordinary(label):
@@ -108,6 +129,8 @@ def test_jobs_no_live_version_can_load_cost_the_queue_nothing(start_supervisor):
         timeout=120,
         message="every unloadable job was handed back",
     )
+    held = held_versions(ids)
+    assert len(held[1]) == UNLOADABLE, "each held job waits in a scheduled row"
     beside_p50, beside_rate = run_ordinary("beside them")
 
     print(
@@ -118,9 +141,15 @@ def test_jobs_no_live_version_can_load_cost_the_queue_nothing(start_supervisor):
     # Held, each handed back once: none is claimed again within the grace.
     assert Job.objects.filter(pk__in=ids, handbacks__count=1).count() == UNLOADABLE
     assert Job.objects.filter(pk__in=ids, finished_at__isnull=False).count() == 0
+    # Waking held jobs is a read each handback_delay: nothing wrote them.
+    assert held_versions(ids) == held
     # 2x, plus a polling interval's worth for a loaded machine's noise.
     assert beside_p50 <= 2 * alone_p50 + scaled(0.05)
     if connection.vendor == "postgresql":
-        assert beside_rate <= 1.5 * alone_rate + 5
+        # Only a gross churn: the rate counts every poll of every process and
+        # of this test, which slow down or speed up with the machine's load
+        # (one CI run measured 101 alone, 166 beside, with no write on a held
+        # job); the check above is the exact one.
+        assert beside_rate <= 3 * alone_rate + scaled(20)
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0, supervisor.log()

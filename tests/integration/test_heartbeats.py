@@ -110,7 +110,10 @@ def test_a_worker_whose_row_is_deleted_stops_and_is_replaced(
         lambda: [w for w in rows("worker") if w.name != worker.name],
         message="a replacement registered",
     )
+    # The supervisor logs the replacement after forking it: the new worker
+    # may register first (one CI run read the log in between).
+    replaced = f"{worker.name} (pid {worker.pid}) {ended}; started worker-"
+    wait_for(lambda: replaced in supervisor.log(), message="the replacement logged")
     log = supervisor.log()
     assert f"Worker {worker.name}: its process row is gone (pruned?); stopping" in log
-    assert f"{worker.name} (pid {worker.pid}) {ended}; started worker-" in log
     assert len(rows("worker")) == 1

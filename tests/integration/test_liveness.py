@@ -19,9 +19,11 @@ from .support import (
     wait_for_workers,
 )
 
+# A file the processes touch: the database plays no part.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.newest_django,
+    pytest.mark.one_database,
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -41,7 +41,7 @@ pytestmark = [
 
 CLOCKS = {"ahead": 30, "on time": 0, "behind": -30}
 WORKERS_PER_HOST = 2
-JOBS = 1200
+JOBS = 800
 LIMITED_KEYS = 3
 LIMITED_PER_KEY = 8
 EVERY_SECOND = {"tick": {"task": "tests.tasks.noop", "schedule": "every second"}}

@@ -141,12 +141,15 @@ def test_ten_starts_a_second_hold_across_two_supervisors(start_supervisor, tmp_p
 @pytest.mark.slow
 def test_two_stacked_limits_both_hold_under_random_keys(start_supervisor, tmp_path):
     path = str(tmp_path / "runs")
+    # Enough that every key and region meets others at its semaphores
+    # (twelve customers, four regions, five threads on each of two workers).
+    jobs = 300
     rng = random.Random(32)
     customers = [f"c{n}" for n in range(12)]
     regions = ["eu", "us", "ap", "sa"]
     calls = [
         ((path, rng.choice(customers), rng.choice(regions), 0.02), {})
-        for _ in range(500)
+        for _ in range(jobs)
     ]
     # A loaded machine must not make a supervisor kill a worker whose
     # heartbeat ran late on SQLite's write lock: this test is about limits.
@@ -168,13 +171,13 @@ def test_two_stacked_limits_both_hold_under_random_keys(start_supervisor, tmp_pa
             tasks.per_customer_and_region, calls[start : start + 50]
         )
     enqueued = time.monotonic() - began
-    wait_until_settled(500, timeout=180)
+    wait_until_settled(jobs, timeout=180)
     print(
-        f"500 jobs under two stacked limits: enqueued in {enqueued:.2f} s, all "
+        f"{jobs} jobs under two stacked limits: enqueued in {enqueued:.2f} s, all "
         f"ended {time.monotonic() - began:.2f} s after the first enqueue"
     )
 
-    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 500}, (
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: jobs}, (
         failures_of(results),
         supervisor.log()[-3000:],
     )
@@ -187,7 +190,7 @@ def test_two_stacked_limits_both_hold_under_random_keys(start_supervisor, tmp_pa
             customer, region, started, ended, _ = line.split()
             by_customer[customer].append((float(started), float(ended)))
             by_region[region].append((float(started), float(ended)))
-    assert sum(len(spans) for spans in by_customer.values()) == 500
+    assert sum(len(spans) for spans in by_customer.values()) == jobs
     customer_peaks = {key: most_at_once(spans) for key, spans in by_customer.items()}
     region_peaks = {key: most_at_once(spans) for key, spans in by_region.items()}
     print(f"most at once: per customer {customer_peaks}, per region {region_peaks}")

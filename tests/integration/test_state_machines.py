@@ -16,8 +16,9 @@ from .support import rows
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 # Enough that the kill lands with every runner busy and leases to run out
-# (it took 80 s of CPU at 10,000 rows on each database, for the same checks).
-ROWS = 4_000
+# (it took 80 s of CPU at 10,000 rows on each database, 17-27 s at 4,000, for
+# the same checks).
+ROWS = 2_500
 RUNNERS = 3
 THREADS = 4  # tests/settings.py: threads of each state runner
 
@@ -54,7 +55,7 @@ def test_rows_reach_their_terminal_state_when_a_runner_is_killed(start_superviso
     # A tenth moved on from new: the kill lands early in the drain, with every
     # runner busy. Not a tenth archived: rows are leased soonest due first,
     # and a row just published is due after every row still new, so the
-    # first row is archived only once all 4,000 are published (more than
+    # first row is archived only once all 2,500 are published (more than
     # half the drain: over 180 s on a crowded CI run).
     wait_for(
         lambda: Leaflet.objects.exclude(state="new").count() >= ROWS // 10,

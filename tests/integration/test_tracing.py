@@ -19,9 +19,11 @@ from ..helpers import wait_for
 from ..span_file import named, read_spans
 from .support import wait_for_boot
 
+# Spans written to a file: the database plays no part.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.newest_django,
+    pytest.mark.one_database,
     pytest.mark.django_db(transaction=True),
 ]
 

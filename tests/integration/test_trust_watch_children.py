@@ -26,7 +26,12 @@ from .support import (
     wait_for_workers,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# A supervisor watching its children (signals, the GIL), whatever the database.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.one_database,
+    pytest.mark.django_db(transaction=True),
+]
 
 TIMEOUT_ERROR = "steady_queue.exceptions.TaskTimeoutError"
 EXIT_ERROR = "steady_queue.exceptions.ProcessExitError"

@@ -81,7 +81,7 @@ def test_the_claim_reads_its_index_in_order_without_statistics(
                 (node["Node Type"], node.get("Index Name", "")[:14])
                 for node in plan_nodes(pick)
                 if "Relation Name" in node or node["Node Type"] == "Sort"
-            ] == [("Index Scan", "sq_ready_claim")], plan
+            ] == [("Index Scan", "sq_ready_turns")], plan
             assert not any(
                 node["Node Type"].startswith(("Seq Scan", "Bitmap"))
                 and node.get("Relation Name") in HOT_TABLES
@@ -97,13 +97,13 @@ def test_the_claim_reads_its_index_in_order_without_statistics(
                 for node in nodes(plan)
                 if isinstance(node.get("table"), dict)
             ]
-            assert table["key"].startswith("sq_ready_claim"), plan
+            assert table["key"].startswith("sq_ready_turns"), plan
         else:
             with connection.cursor() as cursor:
                 cursor.execute(f"EXPLAIN QUERY PLAN {pick_sql}", pick_params)
                 details = [row[-1] for row in cursor.fetchall()]
             assert not any("TEMP B-TREE" in line for line in details), details
-            assert any("INDEX sq_ready_claim" in line for line in details), details
+            assert any("INDEX sq_ready_turns" in line for line in details), details
 
 
 def test_the_finish_reads_jobs_by_key_without_statistics(burst_without_statistics):

@@ -5,6 +5,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from steady_queue.compat import TaskResultStatus
@@ -110,6 +112,18 @@ def test_a_start_is_stamped_by_the_database_once_claimed(tmp_path):
     assert start.counts_until == start.started_at + timedelta(seconds=1)
     # Stamped once: a second stamp changes nothing.
     assert RateStart.objects.stamp_started([claim.job.pk]) == 0
+
+
+def test_starts_are_stamped_with_the_query_log_on(tmp_path, settings):
+    """DEBUG=True logs each statement formatted with its parameters: the
+    stamps' SQL must survive it (SQLite's strftime format has "%")."""
+    settings.DEBUG = True
+    tasks.ten_a_second.enqueue(str(tmp_path / "runs"), "a")
+    with CaptureQueriesContext(connection) as captured:
+        [claim] = claim_all()
+        assert RateStart.objects.stamp_unseen(f"{TEN}/a") == 0
+    assert RateStart.objects.get(job_id=claim.job.pk).started_at is not None
+    assert any("steady_queue_rate_starts" in query["sql"] for query in captured)
 
 
 def test_waiting_jobs_go_when_the_window_opens_highest_priority_first(tmp_path):

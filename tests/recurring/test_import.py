@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Fresh interpreters importing the package: no database plays a part.
+pytestmark = pytest.mark.one_database
+
 FIRST_IMPORTS = {
     "nothing": "",
     "the subpackage": "import steady_queue.recurring",

@@ -16,10 +16,14 @@ pytestmark = pytest.mark.django_db
 
 
 def series():
+    JobTally.objects.roll_up_all()
     return set(JobTally.objects.values_list("queue_name", "task_path", "status"))
 
 
 def age_tallies(days, **lookup):
+    """Make the series look idle for ``days``: its counts rolled up (as a
+    supervisor does) and its row last added to that long ago."""
+    JobTally.objects.roll_up_all()
     JobTally.objects.filter(**lookup).update(
         updated_at=timezone.now() - timedelta(days=days)
     )

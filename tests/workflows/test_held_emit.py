@@ -1,10 +1,8 @@
 """An emit whose transaction stays open: finishes that park a job on its
 event do not wait for it, and the job is neither lost nor failed."""
 
-import threading
-
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from steady_queue import emit_event
@@ -15,7 +13,7 @@ from steady_queue.testing import run_pending
 
 from .. import tasks
 from .. import workflow_tasks as workflows
-from ..helpers import scaled, wait_for
+from ..helpers import holding_a_transaction, scaled, wait_for
 from .conftest import status_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,21 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def holding_an_emit(name, payload, seconds):
     """Emit ``name`` in another thread's transaction, kept open until
     ``release`` is set or ``seconds`` pass; return (release, committed)."""
-    emitted, release, committed = (threading.Event() for _ in range(3))
-
-    def hold():
-        try:
-            with transaction.atomic():
-                emit_event(name, payload)
-                emitted.set()
-                release.wait(seconds)
-            committed.set()
-        finally:
-            connection.close()
-
-    threading.Thread(target=hold, daemon=True).start()
-    assert emitted.wait(scaled(10)), "the emit did not run"
-    return release, committed
+    return holding_a_transaction(lambda: emit_event(name, payload), seconds)
 
 
 @pytest.mark.parametrize("row", ["new", "existing"])

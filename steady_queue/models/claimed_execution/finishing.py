@@ -18,17 +18,13 @@ from ... import models as models_package
 from ...conf import options_of_backend
 from ...decorators.retries import policy_for
 from ...dialects.isolation import atomic
-from ...dialects.postgresql import PostgreSQL
 from ...exceptions import JobCancelledError, ResultNotStorableError
 from ..batch import DONE_SQL as BATCH_DONE_SQL
 from ..batch import Batch
 from ..cancelled_run import CancelledRun
 from ..job_dependency import JobDependency, ending_of
 from ..job_outcomes import OUTCOME_COLUMNS, outcome_record
-from ..job_tally import KEY as JOB_TALLY_KEY
-from ..job_tally import REPLACED as JOB_TALLY_REPLACED
-from ..job_tally import SUMMED as JOB_TALLY_SUMMED
-from ..job_tally import JobTally, tally_fields
+from ..job_tally import JobTallyDelta, tally_fields
 from ..semaphore import Semaphore
 
 # Finalize on PostgreSQL in one round trip: delete the claims this process still
@@ -63,14 +59,12 @@ released AS (
 ),
 written AS ({write}),
 tallied AS (
-    INSERT INTO steady_queue_job_tallies
-        (queue_name, task_path, status, bucket, count, seconds, updated_at)
+    INSERT INTO steady_queue_job_tally_deltas
+        (queue_name, task_path, status, bucket, count, seconds, created_at)
     SELECT o.t_queue, o.t_task, 'succeeded', o.t_bucket, count(*), sum(o.t_seconds),
         now()
     FROM released JOIN outcome o USING (job_id)
     GROUP BY o.t_queue, o.t_task, o.t_bucket
-    ORDER BY o.t_queue, o.t_task, o.t_bucket
-    {add_on_conflict}
 ){count_in_batches}
 """
 
@@ -102,9 +96,9 @@ REFUSE_GAINED_DEPENDENTS = f"""
 # counted in their batches (Batch.count_ended, in SQL). Each row returned is a
 # job whose claim was held, or a batch this count made done, which the caller
 # ends in the same transaction. Batch rows are locked in id order before any
-# is updated (so two finishes cannot deadlock), and before tally rows: the
-# main query reads `counted`, while `tallied` and `written`, which nothing
-# reads, run after it. A row another transaction holds is skipped, not
+# is updated (so two finishes cannot deadlock): the main query reads
+# `counted`, while `tallied` and `written`, which nothing reads, run after
+# it. A row another transaction holds is skipped, not
 # waited for (an open add_to_batch() block): its finishes go to
 # steady_queue_batch_endings, counted later (Batch.count_deferred).
 COUNT_IN_BATCHES = f""",
@@ -140,10 +134,6 @@ FINALIZE_SUCCEEDED_SQL = {
     (preserve, in_batches): FINALIZE_SQL.format(
         write=write,
         columns=", ".join(f"{name} {kind}" for name, kind in RECORD_COLUMNS),
-        # Only outcomes whose claims were still held are counted (JobTally).
-        add_on_conflict=PostgreSQL().add_on_conflict(
-            JobTally._meta.db_table, JOB_TALLY_KEY, JOB_TALLY_SUMMED, JOB_TALLY_REPLACED
-        ),
         count_in_batches=(
             COUNT_IN_BATCHES
             if in_batches
@@ -364,10 +354,8 @@ class Finishing:
             models_package.ScheduledExecution.objects.using(self.db).create_all_at(
                 retried, timezone.now()
             )
-        # Batch rows are locked before tally rows: a batch row may be held for
-        # long (an add_to_batch block), and a worker waiting for it must not
-        # hold the tally rows every other worker's finish needs. And before
-        # the caller releases concurrency slots (models/batch.py).
+        # Batch rows are locked before the caller releases concurrency slots
+        # (models/batch.py).
         Batch.objects.using(self.db).count_ended(
             finished=[o.job for o in outcomes if o.succeeded], failed=failed
         )
@@ -377,7 +365,8 @@ class Finishing:
             [(o.job, ending_of(o.job, True)) for o in outcomes if o.succeeded]
             + [(job, ending_of(job, False)) for job in failed]
         )
-        JobTally.objects.using(self.db).add_outcomes(outcomes)
+        # Inserted, never updated: no row every finish waits for (JobTally).
+        JobTallyDelta.objects.using(self.db).add_outcomes(outcomes)
         return outcomes
 
 

@@ -48,6 +48,7 @@ class Releasing:
                     "queue_name",
                     "priority",
                     "backend_name",
+                    "fair_key",
                     "worker_ids",
                     "runs_dropped",
                     "started_at",
@@ -101,6 +102,7 @@ class Releasing:
                     "queue_name",
                     "priority",
                     "backend_name",
+                    "fair_key",
                     "concurrency_key",
                     "limit_keys",
                 )

@@ -3,7 +3,8 @@
 The common case takes a fast path (one statement on PostgreSQL, and on
 MariaDB in autocommit; one transaction elsewhere); a job with a unique key or a
 concurrency slot takes the per-job path, in lock order, retried on lock
-conflicts when it owns its transaction.
+conflicts when it owns its transaction; a job that takes a tenant's turn
+(@fair) takes the transaction, which reads the turns before it writes.
 """
 
 import json
@@ -18,7 +19,10 @@ from ...exceptions import DuplicateTaskError
 from ...states import State
 from ..base import READY_CHANNEL, mark_saved
 from ..batch import Batch
+from ..blocked_execution import BlockedExecution
 from ..job_dependency import JobDependency
+from ..ready_execution import ReadyExecution
+from ..scheduled_execution import ScheduledExecution
 from ..unique_key import UniqueKey
 from .bulk_columns import bulk_statement
 
@@ -120,11 +124,21 @@ class EnqueueRequest:
     unique_key: str | None = None
     batch_sized_when_sealed: bool = False
     dependencies: tuple = ()
+    # @debounce's settings, and this call's key under them.
+    debounce: Any = None
+    debounce_key: str | None = None
 
     @property
     def counts_in_batch(self):
         """Whether enqueueing this call adds one to its batch's size."""
         return bool(self.job.batch_id) and not self.batch_sized_when_sealed
+
+    @property
+    def takes_a_turn(self):
+        """Whether this call's job takes turns with a tenant's (@fair): its
+        ready row is written with its turn (ReadyExecution.take_turns), read
+        first, which the one-statement inserts do not do."""
+        return self.job.fair_key is not None
 
     @property
     def takes_a_lock(self):
@@ -136,6 +150,7 @@ class EnqueueRequest:
             or self.job.must_pass_limits
             or self.job.limit_keys is not None
             or self.unique_key is not None
+            or self.debounce_key is not None
         )
 
 
@@ -161,9 +176,10 @@ class Enqueueing:
             return self._with_lock_retries(self._enqueue_each, [request])[0]
         self._count_in_batches([request])
         job = request.job
-        if self.dialect.runs_hot_paths_in_one_statement:
+        one_statement = not request.takes_a_turn
+        if one_statement and self.dialect.runs_hot_paths_in_one_statement:
             self._enqueue_in_one_statement(job)
-        elif self._owns_a_compound_statement():
+        elif one_statement and self._owns_a_compound_statement():
             self._enqueue_in_a_compound_statement(job)
         else:
             # savepoint=False: inside the caller's atomic() this adds no
@@ -188,7 +204,7 @@ class Enqueueing:
             for start in range(0, len(requests), batch_size)
         ]
         if self.dialect.runs_hot_paths_in_one_statement and not any(
-            request.takes_a_lock for request in requests
+            request.takes_a_lock or request.takes_a_turn for request in requests
         ):
             self._count_in_batches(requests)
             written = self._enqueue_chunks_in_turn(chunks)
@@ -203,7 +219,9 @@ class Enqueueing:
         if any(request.takes_a_lock for request in chunk):
             return self._with_lock_retries(self._enqueue_each, chunk)
         self._count_in_batches(chunk)
-        if self.dialect.runs_hot_paths_in_one_statement:
+        if self.dialect.runs_hot_paths_in_one_statement and not any(
+            request.takes_a_turn for request in chunk
+        ):
             [enqueued] = self._enqueue_chunks_in_turn([chunk])
             return enqueued
         jobs = self._enqueue_batch_in_a_transaction([r.job for r in chunk])
@@ -258,7 +276,7 @@ class Enqueueing:
         in_lock_order = sorted(
             range(len(requests)),
             key=lambda i: (
-                requests[i].unique_key or "",
+                requests[i].unique_key or requests[i].debounce_key or "",
                 sorted(requests[i].job.concurrency_keys),
                 sorted(requests[i].job.rate_keys),
             ),
@@ -274,13 +292,26 @@ class Enqueueing:
                 request = requests[position]
                 job = request.job
                 job.save(using=self.db, force_insert=True)
-                if not request.unique_key and not request.dependencies:
+                key = request.unique_key or request.debounce_key
+                if not key and not request.dependencies:
                     together.append(position)
                     continue
                 holder = None
+                keys = UniqueKey.objects.using(self.db)
                 if request.unique_key:
-                    keys = UniqueKey.objects.using(self.db)
-                    holder = keys.take(request.unique_key, job.pk)
+                    holder = keys.take(
+                        request.unique_key,
+                        job.pk,
+                        until_finished=request.unique.until_finished,
+                        expires_at=request.unique.expires_at(job.enqueued_at),
+                    )
+                elif request.debounce_key:
+                    holder = keys.take_or_postpone(
+                        request.debounce_key,
+                        job.pk,
+                        request.debounce.quiet,
+                        request.debounce.max_wait,
+                    )
                 if holder is None:
                     # Routed at once: a later duplicate in this batch must find
                     # this job pending.
@@ -291,8 +322,10 @@ class Enqueueing:
                 if request.counts_in_batch:
                     # Not a job of the batch: the pending run stands for it.
                     Batch.objects.using(self.db).count_added({job.batch_id: -1})
-                if request.unique.on_duplicate == "refuse":
+                if request.unique and request.unique.on_duplicate == "refuse":
                     raise DuplicateTaskError(job.task_path, request.unique_key, holder)
+                if request.unique and request.unique.raises_priority:
+                    self.raise_pending_priority(holder, job.priority)
                 enqueued[position] = Enqueued(self.get(pk=holder), None, merged=True)
             together.sort()
             jobs = [requests[position].job for position in together]
@@ -302,6 +335,22 @@ class Enqueueing:
                 job = requests[position].job
                 enqueued[position] = Enqueued(job, states[job.pk])
         return [enqueued[position] for position in range(len(requests))]
+
+    def raise_pending_priority(self, job_id, priority):
+        """Give a pending job ``priority`` if it is higher than its own: its
+        row and its ready, scheduled or blocked row, which claims and
+        releases order by. A job already running is left alone. Returns
+        whether it was raised.
+
+        In the caller's transaction, which holds the job's unique key: the
+        execution row is raised first, so a job a worker claimed meanwhile
+        (its row gone) keeps the priority it ran with.
+        """
+        for model in (ReadyExecution, ScheduledExecution, BlockedExecution):
+            if model.objects.using(self.db).raise_priority(job_id, priority):
+                self.filter(pk=job_id, priority__lt=priority).update(priority=priority)
+                return True
+        return False
 
     def _route_one(self, request):
         """Give one saved job its first execution row; return its State. A

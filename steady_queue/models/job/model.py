@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import ExpressionWrapper, Q
 from django.db.models.base import ModelState
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from ..fields import RowJSONField
 from ..ready_execution import ReadyExecution
@@ -25,18 +27,22 @@ KEPT_ERRORS = 10
 class Job(models.Model):
     """One enqueued call of a task, kept until cleared."""
 
-    queue_name = models.CharField(max_length=100)
-    task_path = models.CharField(max_length=255)
-    arguments = RowJSONField(default=dict)
-    priority = models.SmallIntegerField(default=0)
-    backend_name = models.CharField(max_length=100, default="default")
-    scheduled_at = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    last_attempted_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    return_value = RowJSONField(null=True, blank=True)
-    errors = RowJSONField(default=list, blank=True)
+    queue_name = models.CharField(_("queue name"), max_length=100)
+    task_path = models.CharField(_("task path"), max_length=255)
+    arguments = RowJSONField(_("arguments"), default=dict)
+    priority = models.SmallIntegerField(_("priority"), default=0)
+    backend_name = models.CharField(
+        _("backend name"), max_length=100, default="default"
+    )
+    scheduled_at = models.DateTimeField(_("scheduled at"), null=True, blank=True)
+    enqueued_at = models.DateTimeField(_("enqueued at"), default=timezone.now)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    last_attempted_at = models.DateTimeField(
+        _("last attempted at"), null=True, blank=True
+    )
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    return_value = RowJSONField(_("return value"), null=True, blank=True)
+    errors = RowJSONField(_("errors"), default=list, blank=True)
     # Whether the row keeps any error, computed by the database as the row is
     # written: a report that counts jobs with errors (the performance page's
     # retried runs) reads this, never the error texts (up to KEPT_ERRORS
@@ -46,26 +52,38 @@ class Job(models.Model):
         output_field=models.BooleanField(),
         db_persist=True,
     )
-    worker_ids = RowJSONField(default=list, blank=True)
+    worker_ids = RowJSONField(_("worker ids"), default=list, blank=True)
     # How many worker names and errors were dropped from the lists above
     # (count_run_by, add_error): attempts go on counting every run.
-    runs_dropped = models.PositiveIntegerField(default=0, db_default=0)
-    errors_dropped = models.PositiveIntegerField(default=0, db_default=0)
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    runs_dropped = models.PositiveIntegerField(
+        _("runs dropped"), default=0, db_default=0
+    )
+    errors_dropped = models.PositiveIntegerField(
+        _("errors dropped"), default=0, db_default=0
+    )
+    concurrency_key = models.CharField(
+        _("concurrency key"), max_length=255, null=True, blank=True
+    )
+    # The tenant whose turns the job takes in its queue (@fair): copied to
+    # its ready row whenever it is made ready. NULL for a job of a task
+    # without @fair, which takes no turn.
+    fair_key = models.CharField(_("fair key"), max_length=255, null=True, blank=True)
     # Every limit key of a job with more than one concurrency limit, or with
     # a rate limit: {"concurrency": [...], "rate": [...]}, in the task's
     # limits' order (concurrency_key is then the first concurrency key).
     # NULL for the rest, whose one key, if any, is concurrency_key.
-    limit_keys = RowJSONField(null=True, blank=True)
+    limit_keys = RowJSONField(_("limit keys"), null=True, blank=True)
     # Set when workers that could not load the task handed the job back for
     # another code version (rolling deploys, processes/handback.py):
     # {"since": ..., "others_seen_at": ..., "versions": [...], "count": n}.
     # NULL for the rest; a release from before this column leaves it NULL.
-    handbacks = RowJSONField(null=True, blank=True)
+    handbacks = RowJSONField(_("handbacks"), null=True, blank=True)
     # Set (under this row's lock) when a job is enqueued to wait for this one:
     # only a job whose row says so looks for dependents when it ends, so a
     # job without any pays nothing (models/job_dependency.py).
-    has_dependents = models.BooleanField(default=False, db_default=False)
+    has_dependents = models.BooleanField(
+        _("has dependents"), default=False, db_default=False
+    )
     # No foreign-key constraint: an enqueue pays no check for it, and clearing
     # ended batches leaves their old jobs alone.
     batch = models.ForeignKey(
@@ -82,6 +100,8 @@ class Job(models.Model):
     class Meta:
         app_label = "steady_queue"
         db_table = "steady_queue_jobs"
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
         # Every index here is rewritten when a job finishes: keep only what
         # clearing finished jobs needs.
         indexes = [models.Index(fields=["finished_at"], name="sq_job_finished")]
@@ -94,7 +114,10 @@ class Job(models.Model):
         ]
 
     def __str__(self):
-        return f"Job {self.pk} ({self.task_path})"
+        return gettext("Job %(id)s (%(task)s)") % {
+            "id": self.pk,
+            "task": self.task_path,
+        }
 
     @classmethod
     def unsaved(cls, **columns):

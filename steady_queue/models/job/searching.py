@@ -4,6 +4,7 @@ import json
 
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
 
 
 class SearchTextError(ValueError):
@@ -40,9 +41,12 @@ class Searching:
         lock.
         """
         if "\x00" in text:
+            # The admin shows it: in the reader's language.
             raise SearchTextError(
-                "The text holds a NUL character (\\x00), which no stored "
-                "argument holds as text: search for the text around it."
+                gettext(
+                    "The text holds a NUL character (\\x00), which no stored "
+                    "argument holds as text: search for the text around it."
+                )
             )
         spellings = {text, json.dumps(text)[1:-1]}
         matches = Q()
