@@ -18,7 +18,7 @@ WITH := -e ".[postgres,pymysql,test]" sphinx ruff import-linter
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo messages bench bench-limits bench-fairness bench-workflows bench-scale docs lint lint-imports clean env chromium \
+.PHONY: test test-fast demo messages bench bench-limits bench-fairness bench-scheduling bench-workflows bench-scale docs lint lint-imports clean env chromium \
 	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
@@ -69,6 +69,7 @@ bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/held_xmin.py
 	@$(VENVS)/dj61/bin/python bench/limits.py
 	@$(VENVS)/dj61/bin/python bench/fairness.py
+	@$(VENVS)/dj61/bin/python bench/scheduling.py
 	@$(VENVS)/dj61/bin/python bench/workflows.py
 
 # How soon a second tenant runs behind a burst with @fair, what turns cost the
@@ -76,6 +77,12 @@ bench: $(VENVS)/dj61/.installed
 # (100,000 jobs a case, about 5 minutes a database; --jobs N in ARGS).
 bench-fairness: $(VENVS)/dj61/.installed
 	@$(VENVS)/dj61/bin/python bench/fairness.py $(ARGS)
+
+# Priority aging under a flood, @unique(until="finished") under 1,000 racing
+# enqueues and a kill -9, @debounce under 1,000 enqueues: forked supervisors
+# on each database (about a minute a database; --jobs N in ARGS).
+bench-scheduling: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/python bench/scheduling.py $(ARGS)
 
 # What rate and concurrency limits cost per job, on each database (~2 minutes).
 bench-limits: $(VENVS)/dj61/.installed

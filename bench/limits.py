@@ -35,9 +35,11 @@ KINDS = ("plain", "concurrency_limited", "rate_limited", "stacked")
 WAITING = 10_000
 
 
-def database_settings(vendor, name=DB_NAME):
+def database_settings(vendor, name=DB_NAME, sqlite_path=None):
+    """Django's DATABASES entry for ``vendor``: database ``name``, or for
+    SQLite the file ``sqlite_path`` (a new temporary file if None)."""
     if vendor == "sqlite":
-        path = Path(tempfile.mkdtemp()) / "limits.sqlite3"
+        path = sqlite_path or Path(tempfile.mkdtemp()) / "limits.sqlite3"
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(path),
@@ -156,10 +158,13 @@ def main():
     run_each_database(__file__, __doc__, measure, write, default_jobs=2000)
 
 
-def run_each_database(script, description, measure, write, default_jobs):
+def run_each_database(
+    script, description, measure, write, default_jobs, fewest_jobs=(1, "")
+):
     """A bench's command line: measure each database asked for in a process
     of its own (Django configures once a process), each printing its
-    results as its last line, then ``write(results, jobs)``."""
+    results as its last line, then ``write(results, jobs)``. ``fewest_jobs``:
+    the smallest --jobs the bench can measure, and why."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--jobs", type=int, default=default_jobs)
     parser.add_argument(
@@ -167,6 +172,9 @@ def run_each_database(script, description, measure, write, default_jobs):
     )
     parser.add_argument("--database", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    fewest, why = fewest_jobs
+    if args.jobs < fewest:
+        parser.error(f"--jobs {args.jobs}: at least {fewest:,}, {why}".rstrip(", "))
     if args.database:
         print(json.dumps(measure(args.database, args.jobs)))
         return

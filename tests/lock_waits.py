@@ -3,12 +3,18 @@ for a row lock now (to hold one transaction open while another runs into it)."""
 
 import threading
 
-from django.db import connection
+from django.db import connection, transaction
+
+from steady_queue.models import Pause
+
+from .helpers import scaled, wait_for
 
 # How often to poll waits_for_a_lock(): MariaDB refreshes its InnoDB
 # transaction views only when nobody read them for 0.1 s, so a tighter loop
 # reads the same stale rows for ever.
 LOCK_VIEW_REFRESH = 0.25
+# The statements that write.
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 def session_id():
@@ -78,3 +84,32 @@ class OtherSession:
         finally:
             self.finished.set()
             connection.close()
+
+
+def beside_a_writer(operate):
+    """Run ``operate()`` in another thread while this one holds a write
+    transaction open; commit once it sends its first write to our tables
+    (after whatever it read in its transaction), then let it end; return
+    what it raised, or None."""
+    writing = threading.Event()
+
+    def note_writes(execute, sql, params, many, context):
+        statement = sql.lstrip().upper()
+        if statement.startswith(WRITES) and "STEADY_QUEUE_" in statement:
+            writing.set()
+        return execute(sql, params, many, context)
+
+    def run():
+        with connection.execute_wrapper(note_writes):
+            operate()
+
+    other = OtherSession(run)
+    with transaction.atomic():
+        Pause.objects.pause("elsewhere")  # another writer, holding its lock
+        other.start()
+        wait_for(
+            lambda: writing.is_set() or other.finished.is_set(),
+            message="the operation sending its first write",
+        )
+    other.join(timeout=scaled(30))
+    return other.error

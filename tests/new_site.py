@@ -15,6 +15,8 @@ import pytest
 
 from steady_queue.compat import FRAMEWORK, FRAMEWORK_APP
 
+from .helpers import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The marks of a module of new-site tests (its pytestmark).
@@ -25,6 +27,9 @@ MARKS = [
         os.environ.get("SQ_TEST_DB", "sqlite") != "sqlite",
         reason="the new project runs on its own SQLite database",
     ),
+    # A dozen Django processes started one after another: on a machine loaded
+    # eightfold (CI's lanes beside other work) one such test took 300 s.
+    pytest.mark.timeout(scaled(300)),
 ]
 
 ORDER_MODEL = """
@@ -99,7 +104,7 @@ class Project:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=scaled(180),
         )
         if check:
             assert result.returncode == 0, (args, result.stdout, result.stderr)

@@ -114,6 +114,13 @@ class Dialect:
             rows.sort(key=in_pick_order)
         return [row[0] for row in rows]
 
+    def lock_picked(self, cursor, table, key, pick_sql, params):
+        """Run the locking SELECT ``pick_sql``, which picks ``key`` values of
+        ``table``; return them. The rows stay locked until the transaction
+        ends."""
+        cursor.execute(pick_sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
     def update_picked(
         self, cursor, table, key, assignments, set_params, pick_sql, pick_params
     ):

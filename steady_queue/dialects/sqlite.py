@@ -22,6 +22,15 @@ class SQLite(Dialect):
     def location_in_words(self, location):
         return location["name"]
 
+    def lock_picked(self, cursor, table, key, pick_sql, params):
+        # Picked by a write that changes nothing: a transaction that began by
+        # reading fails at once ("database is locked") when it comes to write
+        # after another writer committed; one that begins by writing waits
+        # for the write lock, as the busy timeout allows, and holds it.
+        return self.update_picked(
+            cursor, table, key, f"{key} = {key}", [], pick_sql, params
+        )
+
     def now_sql(self):
         # Read by SQLite from the host's clock, which every process shares.
         return "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"

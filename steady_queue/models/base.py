@@ -44,6 +44,27 @@ class QueueQuerySet(models.QuerySet):
             return self.select_for_update(skip_locked=True)
         return self.select_for_update()
 
+    def lock_batch(self, limit=None):
+        """Lock the rows of this (ordered) queryset, up to ``limit`` of them,
+        skipping rows another transaction holds, until the caller's
+        transaction ends; return their primary keys. On SQLite the lock is
+        the database's write lock, taken by this first write (dialects:
+        lock_picked): a transaction that began by reading could not wait for
+        it when it came to write."""
+        pick = self.skip_locked().values_list("pk", flat=True)
+        if limit is not None:
+            pick = pick[:limit]
+        try:
+            sql, params = pick.query.get_compiler(using=self.db).as_sql()
+        except EmptyResultSet:
+            return []
+        meta = self.model._meta
+        quote = self.connection.ops.quote_name
+        with self.connection.cursor() as cursor:
+            return self.dialect.lock_picked(
+                cursor, quote(meta.db_table), quote(meta.pk.column), sql, params
+            )
+
     def pop_batch(self, limit, fields):
         """Delete up to ``limit`` rows of this queryset and return ``fields`` of each.
 

@@ -102,9 +102,12 @@ class RateWindowQuerySet(QueueQuerySet):
         """
         fields = ["pk", "limit", "period", "next_slot_at"]
         if skip_locked:
-            found = self.filter(key=key).skip_locked().values_list(*fields).first()
-            if found is None:
+            # Locked first, then read: on SQLite the lock is a write, which
+            # waits for another writer where a read first could not.
+            locked = self.filter(key=key).order_by("pk").lock_batch(1)
+            if not locked:
                 return None
+            found = self.filter(pk=locked[0]).values_list(*fields).first()
         else:
             found = self.lock_or_create(
                 {"key": key},
@@ -158,10 +161,10 @@ class RateWindowQuerySet(QueueQuerySet):
             if not pks:
                 return deleted, starts
             with atomic(using=self.db):
-                locked = list(
+                locked = (
                     self.filter(pk__in=pks, next_slot_at__isnull=True)
-                    .skip_locked()
-                    .values_list("pk", flat=True)
+                    .order_by("pk")
+                    .lock_batch()
                 )
                 deleted += self.filter(pk__in=locked).delete_rows() if locked else 0
             if len(pks) < batch_size:

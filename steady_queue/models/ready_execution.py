@@ -295,13 +295,8 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
     def _age_batch(self, top, every, step, now, batch_size):
         """One batch of age_priorities: return how many rows it raised."""
         with atomic(using=self.db):
-            ids = list(
-                self.due_to_age(every, now)
-                .filter(priority__lt=top)
-                .order_by("pk")
-                .skip_locked()
-                .values_list("pk", flat=True)[:batch_size]
-            )
+            due = self.due_to_age(every, now).filter(priority__lt=top)
+            ids = due.order_by("pk").lock_batch(batch_size)
             if not ids:
                 return 0
             # The next raise is due a step after this one was: a row behind

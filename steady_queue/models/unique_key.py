@@ -185,7 +185,7 @@ class UniqueKeyQuerySet(QueueQuerySet):
         if not rows:
             return 0
         with atomic(using=self.db):
-            locked = list(
+            locked = (
                 self.filter(
                     pk__in=[pk for pk, _ in rows],
                     # A key names one job, and a job takes one key: this is
@@ -193,8 +193,7 @@ class UniqueKeyQuerySet(QueueQuerySet):
                     job_id__in=[job_id for _, job_id in rows],
                 )
                 .order_by("key")
-                .skip_locked()
-                .values_list("pk", flat=True)
+                .lock_batch()
             )
             return self.filter(pk__in=locked).delete_rows() if locked else 0
 

@@ -1,7 +1,6 @@
 """discard beside another writer: on SQLite it waits for the write lock (its
 busy timeout) instead of failing at once with "database is locked"."""
 
-import threading
 from io import StringIO
 
 import pytest
@@ -16,7 +15,6 @@ from steady_queue.models import (
     Batch,
     FailedExecution,
     Job,
-    Pause,
     ScheduledExecution,
 )
 from tests.batches.test_metadata_and_callbacks import (
@@ -26,11 +24,9 @@ from tests.batches.test_metadata_and_callbacks import (
 from tests.factories import make_job
 
 from ..helpers import scaled, wait_for
-from ..lock_waits import OtherSession
+from ..lock_waits import OtherSession, beside_a_writer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 def by_command(state, jobs):
@@ -51,35 +47,6 @@ def by_admin_action(client):
         assert f"Discarded {len(jobs)} job(s)." in response.content.decode()
 
     return discard
-
-
-def beside_a_writer(operate):
-    """Run ``operate()`` in another thread while this one holds a write
-    transaction open; commit once it sends its first write to our tables
-    (after whatever it read in its transaction), then let it end; return
-    what it raised, or None."""
-    writing = threading.Event()
-
-    def note_writes(execute, sql, params, many, context):
-        statement = sql.lstrip().upper()
-        if statement.startswith(WRITES) and "STEADY_QUEUE_" in statement:
-            writing.set()
-        return execute(sql, params, many, context)
-
-    def run():
-        with connection.execute_wrapper(note_writes):
-            operate()
-
-    discarding = OtherSession(run)
-    with transaction.atomic():
-        Pause.objects.pause("elsewhere")  # another writer, holding its lock
-        discarding.start()
-        wait_for(
-            lambda: writing.is_set() or discarding.finished.is_set(),
-            message="the discard sending its first write",
-        )
-    discarding.join(timeout=scaled(30))
-    return discarding.error
 
 
 @pytest.mark.parametrize("state", ["blocked", "scheduled", "ready", "failed"])

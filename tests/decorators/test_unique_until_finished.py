@@ -19,6 +19,7 @@ from steady_queue.models import (
 from steady_queue.testing import run_pending
 
 from .. import tasks
+from ..lock_waits import beside_a_writer
 from .test_unique import claim_all
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,3 +176,18 @@ def test_a_retry_takes_its_key_again_once_it_is_free():
     assert not outcome.held
     # The retried run holds the key now.
     assert tasks.sync_account.enqueue(9).id == first.id
+
+
+def test_maintenance_beside_another_writer_waits_for_it_and_forgets_the_key():
+    """Stale keys are locked by a write first: on SQLite a transaction that
+    read them first failed at once when it came to delete them after
+    another writer's commit ("database is locked")."""
+    tasks.refresh_listing.enqueue(4)
+    claim_all()
+    forgotten = []
+
+    assert (
+        beside_a_writer(lambda: forgotten.append(UniqueKey.objects.forget_stale()))
+        is None
+    )
+    assert forgotten == [1]

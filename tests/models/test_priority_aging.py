@@ -16,6 +16,7 @@ from steady_queue.models import Job, ReadyExecution
 from steady_queue.processes.dispatcher import Dispatcher
 from tests.factories import make_job
 from tests.helpers import holding_a_transaction, scaled
+from tests.lock_waits import beside_a_writer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -183,3 +184,16 @@ def test_a_tiny_step_does_not_make_the_dispatcher_spin():
     # the whole 0.1 s, and nothing is left).
     assert dispatcher.next_aging_at >= before + 0.1
     assert delay >= dispatcher.next_aging_at - after
+
+
+def test_aging_beside_another_writer_waits_for_it_and_raises():
+    """On SQLite a transaction that read first fails at once ("database is
+    locked") when it comes to write while another writer committed: aging's
+    batch takes its rows with a write, so it waits for the writer instead
+    (a flood's enqueues kept a dispatcher failing so, bench/scheduling.py)."""
+    low = ready_job(0, waited=STEP + 5)
+    ready_job(10, waited=0)
+
+    assert beside_a_writer(age) is None
+
+    assert priority_of(low) == 1

@@ -24,6 +24,7 @@ from steady_queue.processes.queue_selector import QueueSelector
 from .. import tasks
 from ..factories import registered_process
 from ..helpers import scaled
+from ..lock_waits import beside_a_writer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -469,3 +470,25 @@ def test_a_deferred_job_keeps_its_keys_until_it_is_due(tmp_path):
     # Due, it passes its rate like a job enqueued now: the window is full.
     assert ids(BlockedExecution, waits_for="rate") == job_ids(deferred)
     assert int(stacked.id) in ids(ReadyExecution)
+
+
+def test_a_release_beside_another_writer_waits_for_it_and_lets_the_jobs_go(
+    tmp_path,
+):
+    """On SQLite a transaction that read the window first failed at once
+    ("database is locked") when it came to write after another writer's
+    commit: the dispatcher's whole poll with it, for as long as enqueues
+    went on. The window is locked by a write first, which waits its turn."""
+    path = str(tmp_path / "runs")
+    for _ in range(10):
+        tasks.ten_a_second.enqueue(path, "a")
+    waiting = tasks.ten_a_second.enqueue(path, "a")
+    claim_all()
+    let_the_window_pass(f"{TEN}/a")
+    released = []
+
+    def release():
+        released.extend(BlockedExecution.objects.release_due_rates()[0])
+
+    assert beside_a_writer(release) is None
+    assert [job.pk for job in released] == [int(waiting.id)]
