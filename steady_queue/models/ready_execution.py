@@ -63,14 +63,14 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             fair_key=job.fair_key,
             created_at=job.enqueued_at,
         )
-        self.take_turns([execution])
+        self.take_turns([execution], enqueued=True)
         self.insert_one(execution)
         self.notify_ready({job.backend_name: 1})
         return execution
 
-    def create_all_for(self, jobs, now=None, handed_back_by=None):
+    def create_all_for(self, jobs, now=None, handed_back_by=None, enqueued=False):
         """Make saved jobs ready to run, in one insert (``handed_back_by``:
-        see create_all_handed_back)."""
+        see create_all_handed_back; ``enqueued``: see take_turns)."""
         return self.create_all_from(
             [
                 (job.pk, job.queue_name, job.priority, job.backend_name, job.fair_key)
@@ -78,12 +78,13 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             ],
             now,
             handed_back_by,
+            enqueued,
         )
 
-    def create_all_from(self, rows, now=None, handed_back_by=None):
+    def create_all_from(self, rows, now=None, handed_back_by=None, enqueued=False):
         """Make jobs ready from ``(job id, queue, priority, backend alias, fair
         key)`` rows, in one insert; their listening workers are woken at
-        commit."""
+        commit. ``enqueued``: enqueued now, not made ready again."""
         now = now or timezone.now()
         executions = [
             self.model(
@@ -97,19 +98,26 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             )
             for job_id, queue_name, priority, backend_name, fair_key in rows
         ]
-        self.take_turns(executions)
+        self.take_turns(executions, enqueued=enqueued)
         self.bulk_create(executions)
         # After the rows: in autocommit the wake-up must follow their commit.
         self.notify_ready(Counter(execution.backend_name for execution in executions))
         return executions
 
-    def take_turns(self, executions):
+    def take_turns(self, executions, enqueued=False):
         """Give each unsaved execution with a tenant (``fair_key``) its turn,
         in the order given (the jobs' order): one past its tenant's last
         turn ready in its queue at its priority, and no earlier than the turn
         being taken there (head_turn). A tenant with nothing ready joins the
         turn being taken; one with a burst ready lines its next job up after
         the burst. Executions without a tenant keep turn 0.
+
+        Within a turn the oldest job goes first. A job made ready again
+        (released by a limit, due, retried, handed back; not ``enqueued``
+        now) takes its turn as if enqueued now, after the jobs already in
+        it: a turn with a younger job in it is passed for the next.
+        Otherwise a tenant at its concurrency cap, whose released jobs are
+        older than every other tenant's, would go first in every turn.
 
         Plain reads, no lock: claims are never waited for. Two enqueues of
         one tenant at once may read the same last turn and give their jobs
@@ -125,8 +133,22 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 heads[place] = self.head_turn(*place)
             if tenant not in last:
                 last[tenant] = self.last_turn(*tenant)
-            execution.turn = max(last[tenant] + 1, heads[place])
-            last[tenant] = execution.turn
+            turn = max(last[tenant] + 1, heads[place])
+            if not enqueued and self.has_younger_in_turn(place, turn, execution):
+                turn += 1
+            execution.turn = last[tenant] = turn
+
+    def has_younger_in_turn(self, place, turn, execution):
+        """Whether a job younger than ``execution``'s is ready in ``turn`` at
+        its ``place`` (alias, queue, priority)."""
+        alias, queue_name, priority = place
+        return self.filter(
+            backend_name=alias,
+            queue_name=queue_name,
+            priority=priority,
+            turn=turn,
+            job_id__gt=execution.job_id,
+        ).exists()
 
     def head_turn(self, alias, queue_name, priority):
         """The turn being taken in a queue at a priority: its lowest turn

@@ -47,8 +47,10 @@ class JobStopping:
             )
             for job_id, deadline in overdue.items()
         }
+        # Its thread runs on until this worker exits: its slots and unique
+        # key stay taken until then (CancelledRun), given back as it ends.
         ClaimedExecution.objects.using(self.database).fail_overrun(
-            self.process.pk, errors, self.name
+            self.process.pk, errors, self.name, runs_go_on=True
         )
         described = ", ".join(
             f"job {job_id} ({d.task_path}, {d.seconds:g} s)"

@@ -150,6 +150,25 @@ def test_a_blocked_job_takes_its_turn_when_released():
     assert order.index("a 2") < order.index("c 5")
 
 
+def test_a_tenant_at_its_cap_takes_its_turn_after_the_others_not_first():
+    """Its released job is older than every other tenant's: by age alone it
+    would go first in every turn, and a burst at its cap would keep every
+    thread (an outside audit: docs/fairness.rst's worked example ran one
+    customer's export after five of another's)."""
+    limited = tasks.takes_turns_one_at_a_time
+    for label in range(1, 6):
+        limited.enqueue("/dev/null", "a", label)
+    limited.enqueue("/dev/null", "b", 1)
+    (first,) = claim(1)
+    assert first.job.args[1:] == ["a", 1]
+
+    # a 1 ends: a 2 is made ready as if enqueued now, after b 1.
+    with transaction.atomic():
+        ClaimedExecution.objects.release_concurrency_slots([first.job])
+
+    assert in_claim_order() == ["b 1", "a 2"]
+
+
 @pytest.mark.skipif(
     connection.vendor == "sqlite",
     reason="SQLite has no row locks: a held write locks the whole database",

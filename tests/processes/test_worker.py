@@ -302,6 +302,29 @@ def test_a_job_past_its_timeout_is_failed_and_its_worker_asks_to_be_replaced(
     assert not ClaimedExecution.objects.exists()
 
 
+def test_a_run_failed_past_its_timeout_holds_its_unique_key_until_its_thread_ends(
+    make_worker, default_timeout
+):
+    """Its thread runs on, abandoned, until the worker exits: the next run
+    of its key must not start beside it (an outside audit saw two runs of
+    one @unique(until="finished") key overlap for 4.7 s)."""
+    default_timeout(0.05)
+    first = tasks.sync_account.enqueue(11)
+    worker = make_worker(threads=2, polling_interval=5.0)
+    worker.poll()
+    wait_for(worker.deadlines.overdue, message="the deadline to pass")
+    worker.poll()
+    (first,) = refreshed(first)
+    assert first.status == TaskResultStatus.FAILED
+
+    assert tasks.sync_account.enqueue(11).id == first.id
+
+    # The abandoned thread returns: its result is dropped, its hold ends.
+    worker.pool.run_all()
+    worker.poll()
+    assert tasks.sync_account.enqueue(11).id != first.id
+
+
 def test_after_max_tasks_a_worker_claims_no_more_drains_and_asks_to_be_replaced(
     make_worker,
 ):

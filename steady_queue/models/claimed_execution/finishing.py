@@ -205,6 +205,11 @@ class Finishing:
                 outcomes, process_id, preserve_finished_jobs
             )
             if held_ids is not None:
+                if len(held_ids) < len(by_id):
+                    # Rare: runs whose claims were taken from them (a cancel,
+                    # a timeout) ended; whatever they still held is free.
+                    with atomic(using=self.db):
+                        self._stop_cancelled_runs(process_id, by_id, held_ids)
                 return [by_id[job_id] for job_id in sorted(held_ids)]
         with atomic(using=self.db):
             held_ids = self._delete_held(process_id, sorted(by_id))
@@ -217,14 +222,12 @@ class Finishing:
         return recorded
 
     def _stop_cancelled_runs(self, process_id, by_id, held_ids):
-        """Give back the slots of cancelled runs that have now ended here."""
-        # A limited job whose claim is gone was cancelled (or failed by a
-        # supervisor): its run has just ended, and with it its hold on a slot.
-        ended = [
-            job_id
-            for job_id, outcome in by_id.items()
-            if job_id not in held_ids and outcome.job.concurrency_key
-        ]
+        """Give back the slots and keys of cancelled runs that have now
+        ended here."""
+        # A job whose claim is gone was cancelled, failed past its timeout
+        # or failed by a supervisor: its run has just ended, and with it its
+        # hold on a slot or a unique key (CancelledRun), if it had one.
+        ended = [job_id for job_id in by_id if job_id not in held_ids]
         if ended:
             CancelledRun.objects.using(self.db).ended(process_id, ended).stopped()
 

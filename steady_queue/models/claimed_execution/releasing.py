@@ -163,8 +163,10 @@ class Releasing:
 
         A claim whose process left no name counts its attempt under the
         process id, so attempts still count every start. With ``runs_go_on``
-        (a cancel: their processes still run them) their concurrency slots
-        stay taken until the runs have stopped (CancelledRun).
+        (a cancel, or a timeout whose thread is abandoned: their processes
+        still run them) their concurrency slots, and the unique keys they
+        hold until finished, stay taken until the runs have stopped
+        (CancelledRun).
         """
         now = timezone.now()
         worker_ids_by_process = worker_ids_by_process or {}
@@ -315,15 +317,22 @@ class Releasing:
             self.release_concurrency_slots(jobs)
         return jobs
 
-    def fail_overrun(self, process_id, errors, worker_id):
+    def fail_overrun(self, process_id, errors, worker_id, runs_go_on=False):
         """Fail a process's overrunning jobs, each with its own error; return
-        their ids. The process's other claims are left as they are."""
+        their ids. The process's other claims are left as they are. With
+        ``runs_go_on`` (the worker fails them itself and abandons their
+        threads, which run on until it exits) they keep their concurrency
+        slots and the unique keys they hold until finished, as a cancelled
+        run does (CancelledRun): the next run of a key must not start beside
+        them."""
         with atomic(using=self.db):
             held = self.held_by(process_id)
             failed = []
             for job_id, error in errors.items():
                 jobs = held.filter(job_id=job_id).fail_all_with(
-                    error, worker_ids_by_process={process_id: worker_id}
+                    error,
+                    worker_ids_by_process={process_id: worker_id},
+                    runs_go_on=runs_go_on,
                 )
                 failed.extend(job.pk for job in jobs)
         return failed

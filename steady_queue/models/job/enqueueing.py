@@ -427,9 +427,15 @@ class Enqueueing:
                 for job in jobs:
                     job.save(using=self.db, force_insert=True)
             for execution_class in {job.execution_class() for job in jobs}:
-                execution_class.objects.using(self.db).create_all_for(
-                    [job for job in jobs if job.execution_class() is execution_class]
-                )
+                of_class = [
+                    job for job in jobs if job.execution_class() is execution_class
+                ]
+                if execution_class is ReadyExecution:
+                    ReadyExecution.objects.using(self.db).create_all_for(
+                        of_class, enqueued=True
+                    )
+                else:
+                    execution_class.objects.using(self.db).create_all_for(of_class)
         return jobs
 
 
