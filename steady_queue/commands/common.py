@@ -116,6 +116,31 @@ def picked_executions(backend, verb, options, state="failed"):
     return failed
 
 
+def say_why_ids_were_passed_over(command, backend, options, done_ids, state, hint):
+    """For each ``--id`` the action did not act on, say where that job
+    stands (another state than ``state``, or no such job); ``hint(job id,
+    found)`` says what to do about a job found in state ``found``, or None."""
+    from ..models import Job
+    from ..models.job.states import state_of
+
+    done = {int(job_id) for job_id in done_ids}
+    missed = [job_id for job_id in options["id"] or [] if job_id not in done]
+    if not missed:
+        return
+    jobs = Job.objects.using(backend.database).filter(backend_name=backend.alias)
+    found_by_id = jobs.in_bulk(missed)
+    for job_id in missed:
+        job = found_by_id.get(job_id)
+        if job is None:
+            command.stdout.write(f"No job {job_id} in the {backend.alias!r} backend.")
+            continue
+        found = state_of(job)
+        advice = hint(job_id, found)
+        command.stdout.write(
+            f"Job {job_id} is {found}, not {state}" + (f": {advice}" if advice else ".")
+        )
+
+
 def add_queue_argument(parser):
     """Add the queue name pause and resume act on."""
     queue = parser.add_argument("queue", help="The queue's name.")

@@ -31,3 +31,13 @@ def handle(command, options):
         methodcaller("discard_all"), batch_size=options["batch_size"]
     )
     command.stdout.write(f"Discarded {len(ids)} {state} job(s).")
+    common.say_why_ids_were_passed_over(command, backend, options, ids, state, hint)
+
+
+def hint(job_id, found):
+    """What to do to discard job ``job_id``, found in state ``found``."""
+    if found in STATES:
+        return f"pick it with --state {found}."
+    if found == "running":
+        return f"cancel it first (manage.py steady_queue cancel --id {job_id})."
+    return None

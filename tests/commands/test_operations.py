@@ -196,3 +196,24 @@ def test_retry_all_retries_only_its_alias_failures():
         (mine.pk, "shared")
     ]
     assert FailedExecution.objects.filter(job_id=theirs.pk).exists()
+
+
+def test_an_id_passed_over_says_where_its_job_stands_and_what_to_do():
+    """An outside audit: "Discarded 0 failed job(s)." for a ready job said
+    nothing of --state."""
+    ready = make_job("ready")
+    running = make_job("running")
+    failed = make_job("failed")
+
+    out, _ = run(
+        "discard", "--id", str(ready.pk), "--id", str(running.pk),
+        "--id", str(failed.pk), "--id", "999999",
+    )  # fmt: skip
+
+    assert out.splitlines() == [
+        "Discarded 1 failed job(s).",
+        f"Job {ready.pk} is ready, not failed: pick it with --state ready.",
+        f"Job {running.pk} is running, not failed: cancel it first"
+        f" (manage.py steady_queue cancel --id {running.pk}).",
+        "No job 999999 in the 'default' backend.",
+    ]
