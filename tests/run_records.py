@@ -61,7 +61,9 @@ def runs_of(path):
     entered, ended = collections.Counter(), collections.Counter()
     open_runs = collections.Counter()
     if Path(path).exists():
-        for line in Path(path).read_text().splitlines():
+        # Whole lines only: a run may be appending its mark as this reads
+        # (a mid-drain read once got a line of two fields of four).
+        for line in Path(path).read_text().split("\n")[:-1]:
             event, label, pid, thread = line.split()
             if event == "enter":
                 entered[label] += 1
