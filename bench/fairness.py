@@ -20,19 +20,16 @@ run and finish; 3 threads, claims ahead as the worker takes them):
 Writes results/fairness.md and results/fairness.json.
 """
 
-import json
 import statistics
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-from limits import machine_summary, run_each_database, set_up  # noqa: E402
-from paths import RESULTS  # noqa: E402
+from limits import machine_summary, run_each_database, save_results, set_up  # noqa: E402
 
 DB_NAME = "sq_bench_fairness"
 LATE = 10
@@ -190,15 +187,7 @@ def write(results, n):
             f" | {rotation['most_ahead']} | {rotation['most_behind']}"
             f" | {rotation['off_turn_share']:.1%} |"
         )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "fairness.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "fairness.json").write_text(
-        json.dumps(
-            {"jobs": n, "results": results, "at": datetime.now(UTC).isoformat()},
-            indent=2,
-        )
-    )
-    print("\n".join(lines))
+    save_results("fairness", lines, n, results)
 
 
 if __name__ == "__main__":

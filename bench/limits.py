@@ -222,9 +222,15 @@ def write(results, n):
             f"| {vendor} | {alone:,.0f} µs/job | {beside:,.0f} µs/job"
             f" | {beside / alone:.2f}x |"
         )
+    save_results("limits", lines, n, results)
+
+
+def save_results(name, lines, n, results):
+    """Write results/<name>.md (``lines``) and results/<name>.json; print
+    the lines."""
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "limits.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "limits.json").write_text(
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.json").write_text(
         json.dumps(
             {"jobs": n, "results": results, "at": datetime.now(UTC).isoformat()},
             indent=2,

@@ -24,7 +24,6 @@ a temporary file):
 Writes results/scheduling.md and results/scheduling.json.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -32,14 +31,19 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-from limits import emptied, machine_summary, run_each_database  # noqa: E402
-from paths import LOGS, RESULTS  # noqa: E402
+from limits import (  # noqa: E402
+    emptied,
+    machine_summary,
+    run_each_database,
+    save_results,
+)
+from paths import LOGS  # noqa: E402
 
 DB_NAME = "sq_bench_scheduling"
 STEP = 1.0
@@ -414,15 +418,7 @@ def write(results, n):
             f" | {bounce['longest_gap']:.3f} s"
             f" | {bounce['started_after_last_enqueue']:.2f} s |"
         )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scheduling.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "scheduling.json").write_text(
-        json.dumps(
-            {"jobs": n, "results": results, "at": datetime.now(UTC).isoformat()},
-            indent=2,
-        )
-    )
-    print("\n".join(lines))
+    save_results("scheduling", lines, n, results)
 
 
 if __name__ == "__main__":
