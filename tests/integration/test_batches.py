@@ -9,7 +9,7 @@ from steady_queue.batches import BatchState
 from steady_queue.models import Batch, FailedExecution, Job
 
 from .. import tasks
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
 from .support import kill_random_worker, wait_for_boot
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -17,9 +17,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 CALLBACK = "tests.tasks.batch_callback"
 WORKERS = 2
 # Each worker's threads keep their connections: the jobs finish fast.
+# Liveness is not what these test: the supervisor fails a killed worker's
+# jobs as it reaps it, and a live worker's heartbeat that a loaded lane
+# delays past the 5 s default must not get it pruned (its jobs would fail
+# with an error the chaos test does not expect).
 ENVIRONMENT = {
     "SQ_TEST_WORKER_PROCESSES": str(WORKERS),
     "SQ_TEST_CONN_MAX_AGE": "60",
+    "SQ_TEST_ALIVE_THRESHOLD": str(scaled(5)),
 }
 
 

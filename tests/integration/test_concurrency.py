@@ -61,8 +61,13 @@ def enqueue_in_threads(calls, threads=3):
 
 def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
     path = str(tmp_path / "runs")
+    # A slot that outlives the test: one_at_a_time's lasts 5 s from when it
+    # is taken, and a loaded lane's run can wait longer than that between its
+    # claim and its end; the expired slot then lets the next run of its key
+    # go (as documented), and two runs of one key overlap.
     calls = [
-        (tasks.one_at_a_time, (path, f"one-{index % 4}", 0.01)) for index in range(200)
+        (tasks.one_at_a_time_until_released, (path, f"one-{index % 4}", 0.01))
+        for index in range(200)
     ] + [
         # Long enough that runs of a key meet even on a loaded machine (at
         # 0.02 s, claims there were too slow for any two to overlap).
@@ -106,10 +111,13 @@ def test_no_key_ever_runs_more_than_its_limit(start_supervisor, tmp_path):
     assert max(peaks[f"three-{index}"] for index in range(3)) > 1, peaks
     assert BlockedExecution.objects.count() == 0
     # Every slot given back. A semaphore may be gone altogether: once free and
-    # past its duration (5 s for one_at_a_time), maintenance deletes it, and a
-    # slow run (a loaded machine) outlasts that.
+    # past its duration (the default 3 minutes for three_at_a_time),
+    # maintenance deletes it.
     expected = {
-        **{f"tests.tasks.one_at_a_time/one-{i}": (1, 1) for i in range(4)},
+        **{
+            f"tests.tasks.one_at_a_time_until_released/one-{i}": (1, 1)
+            for i in range(4)
+        },
         **{f"tests.tasks.three_at_a_time/three-{i}": (3, 3) for i in range(3)},
     }
     left = {s.key: (s.value, s.limit) for s in Semaphore.objects.all()}
