@@ -29,7 +29,14 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
-from limits import machine_summary, run_each_database, save_results, set_up  # noqa: E402
+from limits import (  # noqa: E402
+    each,
+    machine_summary,
+    run_each_database,
+    save_results,
+    set_up,
+)
+from report import markdown_table  # noqa: E402
 
 DB_NAME = "sq_bench_fairness"
 LATE = 10
@@ -177,16 +184,26 @@ def write(results, n):
         "Rotation: each tenant's burst enqueued after the last's, then drained;"
         " how far any run started from its turn (positions in the start order):",
         "",
-        "| database | tenants x jobs | most ahead | most behind | runs off turn |",
-        "|---|---|---|---|---|",
+        markdown_table(
+            [
+                "database",
+                "tenants x jobs",
+                "most ahead",
+                "most behind",
+                "runs off turn",
+            ],
+            [
+                [
+                    vendor,
+                    f"{rotation['tenants']:,} x {rotation['each']}",
+                    f"{rotation['most_ahead']}",
+                    f"{rotation['most_behind']}",
+                    f"{rotation['off_turn_share']:.1%}",
+                ]
+                for vendor, rotation in each(results, "rotation")
+            ],
+        ),
     ]
-    for vendor, found in results.items():
-        rotation = found["rotation"]
-        lines.append(
-            f"| {vendor} | {rotation['tenants']:,} x {rotation['each']}"
-            f" | {rotation['most_ahead']} | {rotation['most_behind']}"
-            f" | {rotation['off_turn_share']:.1%} |"
-        )
     save_results("fairness", lines, n, results)
 
 

@@ -29,6 +29,7 @@ sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
 import machine  # noqa: E402
 from paths import RESULTS  # noqa: E402
+from report import markdown_table  # noqa: E402
 
 DB_NAME = "sq_bench_limits"
 KINDS = ("plain", "concurrency_limited", "rate_limited", "stacked")
@@ -86,6 +87,12 @@ def set_up(vendor, name=DB_NAME):
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
     )
     django.setup()
+    recreate_and_migrate(vendor, name)
+
+
+def recreate_and_migrate(vendor, name):
+    """Drop and create the configured database ``name`` (SQLite's file is
+    new already), then migrate it."""
     from django.core.management import call_command
     from django.db import connection
 
@@ -205,24 +212,36 @@ def write(results, n):
         f"- {n:,} no-op jobs per kind, enqueue_many in chunks of 500, run by an"
         " in-process burst (3 threads); limits never reached",
         "",
-        "| database | kind | enqueue (µs/job) | drain (µs/job) |",
-        "|---|---|---|---|",
+        markdown_table(
+            ["database", "kind", "enqueue (µs/job)", "drain (µs/job)"],
+            [
+                [vendor, kind, f"{enqueue:,.0f}", f"{drain:,.0f}"]
+                for vendor, kinds in each(results, "kinds")
+                for kind, (enqueue, drain) in kinds.items()
+            ],
+        ),
+        "",
+        f"Claim beside {WAITING:,} waiting rate-limited jobs:",
+        "",
+        markdown_table(
+            ["database", "drain alone", "beside waiting", "ratio"],
+            [
+                [
+                    vendor,
+                    f"{found['drain_alone']:,.0f} µs/job",
+                    f"{found['drain_beside_waiting']:,.0f} µs/job",
+                    f"{found['drain_beside_waiting'] / found['drain_alone']:.2f}x",
+                ]
+                for vendor, found in results.items()
+            ],
+        ),
     ]
-    for vendor, found in results.items():
-        for kind, (enqueue, drain) in found["kinds"].items():
-            lines.append(f"| {vendor} | {kind} | {enqueue:,.0f} | {drain:,.0f} |")
-    lines += ["", f"Claim beside {WAITING:,} waiting rate-limited jobs:", ""]
-    lines += [
-        "| database | drain alone | beside waiting | ratio |",
-        "|---|---|---|---|",
-    ]
-    for vendor, found in results.items():
-        alone, beside = found["drain_alone"], found["drain_beside_waiting"]
-        lines.append(
-            f"| {vendor} | {alone:,.0f} µs/job | {beside:,.0f} µs/job"
-            f" | {beside / alone:.2f}x |"
-        )
     save_results("limits", lines, n, results)
+
+
+def each(results, part):
+    """(database, its ``part`` of the results), for each database measured."""
+    return [(vendor, found[part]) for vendor, found in results.items()]
 
 
 def save_results(name, lines, n, results):

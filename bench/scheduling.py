@@ -38,12 +38,15 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 
 from limits import (  # noqa: E402
+    each,
     emptied,
     machine_summary,
+    recreate_and_migrate,
     run_each_database,
     save_results,
 )
 from paths import LOGS  # noqa: E402
+from report import markdown_table  # noqa: E402
 
 DB_NAME = "sq_bench_scheduling"
 STEP = 1.0
@@ -87,14 +90,7 @@ def set_up(vendor):
     import django
 
     django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
-    if vendor != "sqlite":
-        with connection._nodb_cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
-            cursor.execute(f"CREATE DATABASE {DB_NAME}")
-    call_command("migrate", verbosity=0)
+    recreate_and_migrate(vendor, DB_NAME)
 
 
 def wait_for(predicate, timeout, message):
@@ -374,50 +370,76 @@ def write(results, n):
         f" (docs/configuration.rst): {HIGH - LOW} steps, then a tenth of a step,"
         " plus the jobs still ahead of it.",
         "",
-        "| database | its wait | flood jobs overtaking it once raised"
-        " | flood jobs run | still waiting when it ran |",
-        "|---|---|---|---|---|",
-    ]
-    for vendor, found in results.items():
-        aged = found["aging"]
-        lines.append(
-            f"| {vendor} | {aged['wait']:.2f} s | {aged['overtaken_once_raised']}"
-            f" | {aged['flood_ran']:,} | {aged['flood_waiting_when_it_ran']:,} |"
-        )
-    lines += [
+        markdown_table(
+            [
+                "database",
+                "its wait",
+                "flood jobs overtaking it once raised",
+                "flood jobs run",
+                "still waiting when it ran",
+            ],
+            [
+                [
+                    vendor,
+                    f"{aged['wait']:.2f} s",
+                    f"{aged['overtaken_once_raised']}",
+                    f"{aged['flood_ran']:,}",
+                    f"{aged['flood_waiting_when_it_ran']:,}",
+                ]
+                for vendor, aged in each(results, "aging")
+            ],
+        ),
         "",
         f'@unique(until="finished"): {n // 2} enqueues from each of 2 processes'
         " while one run of the key is in progress; then its worker killed"
         " (kill -9) while this process enqueues the key in a loop.",
         "",
-        "| database | runs | result ids | a merged enqueue"
-        " | new runs before the failure | kill to failure | key free after"
-        " the failure |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for vendor, found in results.items():
-        merged, kill = found["unique"]["merged"], found["unique"]["kill"]
-        lines.append(
-            f"| {vendor} | {merged['runs']} | {merged['result_ids']}"
-            f" | {merged['merge_ms']:.2f} ms | {kill['new_run_before_failure']}"
-            f" | {kill['kill_to_failure']:.3f} s"
-            f" | {kill['released_after_failure']:.3f} s |"
-        )
-    lines += [
+        markdown_table(
+            [
+                "database",
+                "runs",
+                "result ids",
+                "a merged enqueue",
+                "new runs before the failure",
+                "kill to failure",
+                "key free after the failure",
+            ],
+            [
+                [
+                    vendor,
+                    f"{unique['merged']['runs']}",
+                    f"{unique['merged']['result_ids']}",
+                    f"{unique['merged']['merge_ms']:.2f} ms",
+                    f"{unique['kill']['new_run_before_failure']}",
+                    f"{unique['kill']['kill_to_failure']:.3f} s",
+                    f"{unique['kill']['released_after_failure']:.3f} s",
+                ]
+                for vendor, unique in each(results, "unique")
+            ],
+        ),
         "",
         f"@debounce({QUIET:g}): {n:,} enqueues of one key spread over {SPREAD:g} s.",
         "",
-        "| database | runs | result ids | enqueues at most apart"
-        " | its start after the last enqueue |",
-        "|---|---|---|---|---|",
+        markdown_table(
+            [
+                "database",
+                "runs",
+                "result ids",
+                "enqueues at most apart",
+                "its start after the last enqueue",
+            ],
+            [
+                [
+                    vendor,
+                    f"{bounce['runs']}",
+                    f"{bounce['result_ids']}",
+                    f"{bounce['longest_gap']:.3f} s",
+                    f"{bounce['started_after_last_enqueue']:.2f} s",
+                ]
+                for vendor, bounce in each(results, "debounce")
+            ],
+        ),
     ]
-    for vendor, found in results.items():
-        bounce = found["debounce"]
-        lines.append(
-            f"| {vendor} | {bounce['runs']} | {bounce['result_ids']}"
-            f" | {bounce['longest_gap']:.3f} s"
-            f" | {bounce['started_after_last_enqueue']:.2f} s |"
-        )
     save_results("scheduling", lines, n, results)
 
 
