@@ -18,7 +18,7 @@ WITH := -e ".[postgres,pymysql,test]" sphinx ruff import-linter
 WITH_wagtail := -e ".[postgres]" "psycopg[binary]==3.3.*" "pytest==9.*" \
 	"pytest-timeout==2.4.*"
 
-.PHONY: test test-fast demo messages bench bench-limits bench-fairness bench-scheduling bench-workflows bench-scale docs lint lint-imports clean env chromium \
+.PHONY: test test-fast demo messages bench bench-limits bench-fairness bench-scheduling bench-workflows bench-scale bench-ten-million docs lint lint-imports clean env chromium \
 	system-packages topology-tools
 .PRECIOUS: $(VENVS)/%/.installed
 
@@ -105,6 +105,11 @@ messages: $(VENVS)/dj61/.installed
 
 bench-scale: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/scale.py $(ARGS)
+
+# The admin, status, metrics and clear-finished beside 10,000,000 finished
+# jobs on PostgreSQL and MariaDB (issue #52); not part of `make bench`.
+bench-ten-million: $(VENVS)/dj61/.installed
+	@$(VENVS)/dj61/bin/python bench/ten_million.py $(ARGS)
 
 docs: $(VENVS)/dj61/.installed
 	@$(VENVS)/dj61/bin/sphinx-build -W --keep-going -q -b html docs build/docs
