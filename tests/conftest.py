@@ -22,6 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 emptying.install()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Stretch pytest-timeout's guard (pyproject's ``timeout``) with the
+    load the suite declares, as every other bound stretches: a loaded lane
+    drains a 10,000-job batch in more than the unloaded 300 s."""
+    if config.getoption("timeout", None) is None and config.getini("timeout"):
+        config.option.timeout = scaled(float(config.getini("timeout")))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def database_is_reachable(django_db_blocker):
     """Fail (in CI) or stop (locally) when the chosen database cannot be reached."""

@@ -305,6 +305,14 @@ def flaky(context, path, failures):
     return {"run": run, "attempt": context.attempt}
 
 
+@retry(attempts=3, wait=60)
+@task(takes_context=True)
+def flaky_a_minute_apart(context, path, failures):
+    """flaky, with a minute between attempts: a retry that no loaded run
+    reaches by itself."""
+    return flaky.func(context, path, failures)
+
+
 @retry(attempts=5, on=(ConnectionError,), discard_on=(ConnectionRefusedError,), wait=0)
 @task
 def picky(path, kind):

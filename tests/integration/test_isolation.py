@@ -93,7 +93,9 @@ def test_a_rate_holds_at_a_stricter_level(start_supervisor, level, tmp_path):
     assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 40}
     jobs = Job.objects.filter(pk__in=[result.id for result in results])
     starts = [job.started_at.timestamp() for job in jobs]
-    assert most_in_any_window(starts, 1.0) == 10
+    # Never more than ten in any second. (That ten are reached is
+    # test_rate_limits's to show: a loaded lane can spread the starts.)
+    assert most_in_any_window(starts, 1.0) <= 10
     assert not BlockedExecution.objects.exists()
     stop(supervisor)
 

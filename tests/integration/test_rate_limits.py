@@ -110,8 +110,13 @@ def test_ten_starts_a_second_hold_across_two_supervisors(start_supervisor, tmp_p
     assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 200}
     jobs = list(Job.objects.filter(pk__in=[r.id for r in results]))
     starts = [job.started_at.timestamp() for job in jobs]
-    # Never more than ten in any second, by the jobs' own start times.
-    assert most_in_any_window(starts, 1.0) == 10
+    # Never more than ten in any second, by the jobs' own start times; on
+    # an unloaded machine, ten in some second. (Where the suite declares
+    # the machine loaded, a slow claim or wake-up can spread every second's
+    # starts: throughput is checked below, with the time the load takes.)
+    most = most_in_any_window(starts, 1.0)
+    assert most <= 10
+    assert most == 10 or TIME_SCALE > 1, most
     # Twenty windows of ten: the last ten start 19 s after the first, and
     # the whole run is within 10 % of the ideal 20 s.
     span = max(starts) - min(starts)

@@ -135,7 +135,7 @@ def test_another_backend_is_refused_with_how_to_fix_it(settings):
 
 def test_run_scheduled_runs_future_jobs_and_retry_waits_at_once(tmp_path):
     path = str(tmp_path / "attempts")
-    flaky = tasks.flaky.enqueue(path, 2)  # fails twice, retried after 0.3 s
+    flaky = tasks.flaky_a_minute_apart.enqueue(path, 2)  # fails twice
     later = tasks.add.using(run_after=timezone.now() + timedelta(days=1)).enqueue(2, 2)
 
     assert run_pending() == 1
