@@ -133,3 +133,15 @@ def test_a_row_too_large_is_the_rows_fault_though_mariadb_drops_the_link():
         assert refuses_the_row(error, connection)
     assert not is_refused_row(OperationalError(2006, "MySQL server has gone away"))
     assert not is_refused_row(refused_by_driver("terminating", sqlstate="57P01"))
+
+
+def test_literal_ids_select_exactly_their_rows_and_refuse_what_is_not_a_number():
+    from steady_queue.dialects.literal_ids import LiteralIds
+
+    jobs = [make_job("finished") for _ in range(3)]
+    picked = Job.objects.filter(pk__in=LiteralIds([jobs[0].pk, str(jobs[2].pk)]))
+    assert sorted(picked.values_list("pk", flat=True)) == [jobs[0].pk, jobs[2].pk]
+    assert not Job.objects.filter(pk__in=LiteralIds([])).exists()
+    assert Job.objects.exclude(pk__in=LiteralIds([])).count() == 3
+    with pytest.raises(ValueError):
+        LiteralIds(["1) OR (1=1"])

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..durations import parse_duration
 from ..models import Batch, FailedExecution, Job, JobTally
+from ..models.job.clearing import CLEAR_BATCH_SIZE
 from . import common
 
 NAME = "clear-finished"
@@ -44,7 +45,7 @@ def add_arguments(parser):
         action="store_true",
         help="Say how many jobs would be deleted; delete nothing.",
     )
-    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=CLEAR_BATCH_SIZE)
 
 
 def handle(command, options):

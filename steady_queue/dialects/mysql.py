@@ -3,6 +3,7 @@
 from django.db import transaction
 
 from .base import Dialect
+from .literal_ids import LiteralIds
 
 # 1205 lock wait timeout (and MariaDB's NOWAIT refused), 1213 deadlock, 1969
 # statement cut off by MariaDB's max_statement_time, 3024 by MySQL's
@@ -106,7 +107,7 @@ class MySQL(Dialect):
             rows = list(queryset.values_list(*fields)[:limit])
             if rows:
                 queryset.model.objects.using(queryset.db).filter(
-                    pk__in=[row[0] for row in rows]
+                    pk__in=LiteralIds(row[0] for row in rows)
                 ).delete_rows()
         return rows
 
