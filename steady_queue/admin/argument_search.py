@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from ..dialects.literal_ids import LiteralIds
 from ..models.job.searching import SearchTextError
 from ..reporting.numbers import count_text
 
@@ -59,9 +60,11 @@ class ArgumentsFilter(admin.SimpleListFilter):
                 )
                 % {"count": count_text(SEARCHED_JOBS)},
             )
-        # Read once, here: the list's count and its page are taken from these
-        # ids, not from a scan each.
-        return queryset.filter(pk__in=list(found.values_list("pk", flat=True)))
+        # Read once, here, in no order (ordered, PostgreSQL walked all ten
+        # million keys backward to find a thousand failed jobs): the list's
+        # count and its page are taken from these ids, not from a scan each.
+        ids = found.order_by().values_list("pk", flat=True)
+        return queryset.filter(pk__in=LiteralIds(ids))
 
     def _text(self):
         return (self.value() or "").strip()[:MAX_LENGTH]

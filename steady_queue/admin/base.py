@@ -67,7 +67,12 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def count(self):
-        return self.object_list[: self.limit + 1].count()
+        # Only the keys, in no order: the list's annotations (a job's state
+        # is four EXISTS) and its ORDER BY would make the planner read far
+        # more than limit + 1 rows (13 s for a task name matching a third of
+        # ten million jobs, docs/performance.rst).
+        keys = self.object_list.order_by().values("pk")
+        return keys[: self.limit + 1].count()
 
 
 class ReadOnlyAdmin:

@@ -98,6 +98,7 @@ class FinishedFilter(admin.SimpleListFilter):
 
     title = _("finished")
     parameter_name = "finished"
+    OLDER = "older"
     windows = {
         "1h": timedelta(hours=1),
         "24h": timedelta(days=1),
@@ -109,14 +110,14 @@ class FinishedFilter(admin.SimpleListFilter):
             ("1h", _("In the last hour")),
             ("24h", _("In the last 24 hours")),
             ("7d", _("In the last 7 days")),
-            ("older", _("More than 7 days ago")),
+            (self.OLDER, _("More than 7 days ago")),
         ]
 
     def queryset(self, request, queryset):
         now = timezone.now()
         if self.value() in self.windows:
             return queryset.filter(finished_at__gte=now - self.windows[self.value()])
-        if self.value() == "older":
+        if self.value() == self.OLDER:
             return queryset.filter(finished_at__lt=now - self.windows["7d"])
         return queryset
 

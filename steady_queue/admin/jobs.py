@@ -138,6 +138,15 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def get_queryset(self, request):
         return with_state(super().get_queryset(request))
 
+    def get_ordering(self, request):
+        # Jobs that finished over 7 days ago come newest finish first. By id,
+        # the list walked past every job newer than them to reach the first
+        # (3.7 s on ten million, docs/performance.rst); the finished_at index
+        # serves this order from the week's edge.
+        if request.GET.get(FinishedFilter.parameter_name) == FinishedFilter.OLDER:
+            return ("-finished_at",)
+        return super().get_ordering(request)
+
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         if term.isdigit():

@@ -61,6 +61,23 @@ def test_filters_by_finish_time(operator):
     assert listed_ids(operator.get(LIST, {"finished": "older"})) == set()
 
 
+def test_jobs_finished_over_a_week_ago_come_newest_finish_first(operator):
+    from datetime import timedelta
+
+    from steady_queue.models import Job
+
+    now = timezone.now()
+    jobs = [make_job("finished") for _ in range(3)]
+    make_job("finished")  # this week's: not listed
+    # Finish times out of id order: the list follows the finish times.
+    for job, days in zip(jobs, (9, 30, 8), strict=True):
+        Job.objects.filter(pk=job.pk).update(finished_at=now - timedelta(days=days))
+    response = operator.get(LIST, {"finished": "older"})
+    listed = [job.pk for job in response.context["cl"].result_list]
+    assert listed == [jobs[2].pk, jobs[0].pk, jobs[1].pk]
+    assert response.context["cl"].result_count == 3
+
+
 def test_search_finds_a_job_by_id_or_by_task(operator):
     wanted = make_job("ready", task_path="tests.tasks.noop")
     make_job("ready")
