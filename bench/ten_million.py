@@ -115,6 +115,8 @@ def configure_django(vendor):
     import settings as project
     from django.conf import settings
 
+    from tests import admin_site_settings
+
     values = {name: getattr(project, name) for name in dir(project) if name.isupper()}
     values.update(
         INSTALLED_APPS=[
@@ -126,26 +128,10 @@ def configure_django(vendor):
             "steady_queue",
             "djtasks",
         ],
-        MIDDLEWARE=[
-            "django.contrib.sessions.middleware.SessionMiddleware",
-            "django.contrib.auth.middleware.AuthenticationMiddleware",
-            "django.contrib.messages.middleware.MessageMiddleware",
-        ],
+        MIDDLEWARE=admin_site_settings.MIDDLEWARE,
         ROOT_URLCONF="tests.urls",
-        PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
-        TEMPLATES=[
-            {
-                "BACKEND": "django.template.backends.django.DjangoTemplates",
-                "APP_DIRS": True,
-                "OPTIONS": {
-                    "context_processors": [
-                        "django.template.context_processors.request",
-                        "django.contrib.auth.context_processors.auth",
-                        "django.contrib.messages.context_processors.messages",
-                    ]
-                },
-            }
-        ],
+        PASSWORD_HASHERS=admin_site_settings.PASSWORD_HASHERS,
+        TEMPLATES=admin_site_settings.TEMPLATES,
     )
     settings.configure(**values)
     django.setup()

@@ -6,6 +6,8 @@ from pathlib import Path
 from steady_queue.compat import FRAMEWORK as FRAMEWORK_LOGGER
 from steady_queue.compat import FRAMEWORK_APP
 
+from .admin_site_settings import MIDDLEWARE, PASSWORD_HASHERS, TEMPLATES  # noqa: F401
+
 BASE_DIR = Path(__file__).resolve().parent
 SECRET_KEY = "steady-queue-tests"
 DEBUG = False
@@ -26,35 +28,14 @@ INSTALLED_APPS = [
     "tests",
     "tests.stator_app",
 ]
-MIDDLEWARE = [
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-]
 # tests/embedded_site: the site real uvicorn and gunicorn processes serve.
 ROOT_URLCONF = os.environ.get("SQ_TEST_ROOT_URLCONF", "tests.urls")
-# A fast hash: the admin tests create a user each (the default hasher costs
-# about half a second of CPU a password).
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # tests/urls.py routes the metrics view with no token on purpose (for
 # tests/test_metrics.py); the supervisors here heartbeat every second and are
 # pruned after five, shorter than W004 allows, so the suite runs fast. Each
 # check's own tests call it directly.
 SILENCED_SYSTEM_CHECKS = ["steady_queue.W002", "steady_queue.W004"]
 STATIC_URL = "static/"
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-            ]
-        },
-    }
-]
 
 DATABASE = os.environ.get("SQ_TEST_DB", "sqlite")
 # Runs side by side (scripts/test-matrix) keep their test databases apart:
