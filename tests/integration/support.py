@@ -454,7 +454,17 @@ def wait_for_database(timeout=60):
     wait_for(reachable, timeout=timeout, interval=0.2, message="database is back")
 
 
-def old_enough_workers(min_age):
+# A worker younger than this dying counts as a crash loop and is restarted
+# after a growing delay (supervisor.QUICK_DEATH); a chaos test kills only
+# older ones, so the replacements come at once and the drain waits out no
+# backoff.
+CHAOS_MIN_AGE = 5.5
+# Kills that make it chaos. A loaded machine boots each replacement slowly,
+# and it must then reach CHAOS_MIN_AGE: a chaos test goes on until this many.
+CHAOS_MIN_KILLS = 3
+
+
+def old_enough_workers(min_age=CHAOS_MIN_AGE):
     """Running workers registered longer ago than ``min_age`` seconds: a younger
     one dying counts as a crash loop (supervisor.QUICK_DEATH), restarted after
     a growing delay, so chaos tests kill only these."""

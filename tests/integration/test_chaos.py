@@ -12,6 +12,7 @@ from steady_queue import enqueue_many
 from .. import tasks
 from ..helpers import scaled, wait_for
 from .support import (
+    CHAOS_MIN_KILLS,
     account_for,
     is_running,
     job_states,
@@ -36,13 +37,6 @@ BATCH = 300
 # always busy when they are killed, however fast the database is.
 BACKLOG = 400
 CHAOS_SECONDS = 20
-# A worker younger than this dying counts as a crash loop and is restarted after
-# a growing delay (supervisor.QUICK_DEATH); killing only older ones keeps the
-# replacements immediate, so the drain does not wait out backoffs.
-MIN_AGE = 5.5
-# Kills that make it chaos. A loaded machine boots each replacement slowly,
-# and it must then reach MIN_AGE: the chaos lasts until this many.
-MIN_KILLS = 3
 
 
 class Feeder:
@@ -78,10 +72,10 @@ def test_random_worker_kills_lose_no_job_and_run_none_twice(start_supervisor, tm
 
     kills = 0
     deadline = time.monotonic() + CHAOS_SECONDS
-    while time.monotonic() < deadline or kills < MIN_KILLS:
+    while time.monotonic() < deadline or kills < CHAOS_MIN_KILLS:
         assert time.monotonic() < deadline + scaled(60), f"{kills} kills only"
         feeder.top_up()
-        candidates = old_enough_workers(MIN_AGE)
+        candidates = old_enough_workers()
         if candidates:
             os.kill(rng.choice(candidates).pid, signal.SIGKILL)
             kills += 1
@@ -95,7 +89,7 @@ def test_random_worker_kills_lose_no_job_and_run_none_twice(start_supervisor, tm
         f"finished once, {failed} failed by a process error, 0 missing; "
         f"{sum(runs.values())} runs recorded"
     )
-    assert kills >= MIN_KILLS, "too few kills to call it chaos"
+    assert kills >= CHAOS_MIN_KILLS, "too few kills to call it chaos"
     assert done + failed == total
     assert states["claimed"] == states["ready"] == 0
     assert is_running(supervisor.pid)

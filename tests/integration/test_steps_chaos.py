@@ -16,6 +16,7 @@ from steady_queue.models import Job, Step, Wait
 from .. import workflow_tasks
 from ..helpers import scaled, wait_for
 from .support import (
+    CHAOS_MIN_KILLS,
     is_running,
     old_enough_workers,
     sleep_briefly,
@@ -31,12 +32,6 @@ pytestmark = [
 
 ORDERS = 40
 CHAOS_SECONDS = 25
-# A worker younger than this dying counts as a crash loop (supervisor.QUICK_DEATH);
-# killing only older ones keeps the replacements immediate.
-MIN_AGE = 5.5
-# Kills that make it chaos. A loaded machine boots each replacement slowly,
-# and it must then reach MIN_AGE: the window stays open until this many.
-MIN_KILLS = 3
 STEPS = ("charge", "reserve", "ship", "notify")
 
 
@@ -92,12 +87,12 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
     deadline = started + CHAOS_SECONDS + scaled(150)
 
     def killing(now):
-        return now - started < CHAOS_SECONDS or kills < MIN_KILLS
+        return now - started < CHAOS_SECONDS or kills < CHAOS_MIN_KILLS
 
     while killing(time.monotonic()) or emits or unseen:
         now = time.monotonic()
         assert now < deadline, (
-            f"not every order reached its wait, or {kills} kills of {MIN_KILLS}"
+            f"not every order reached its wait, or {kills} kills of {CHAOS_MIN_KILLS}"
             f" (seed {seed})"
         )
         reserved = Step.objects.filter(name="reserve").values_list("job_id", flat=True)
@@ -111,7 +106,7 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
         while emits and emits[0][0] <= time.monotonic():
             emit(emits.pop(0)[1])
         if now >= next_kill and killing(now):
-            candidates = old_enough_workers(MIN_AGE)
+            candidates = old_enough_workers()
             if candidates:
                 os.kill(rng.choice(candidates).pid, signal.SIGKILL)
                 kills += 1
@@ -161,7 +156,7 @@ def test_kill_9_never_reruns_a_finished_step_nor_loses_or_doubles_an_event(
         # No waiter released twice: of its two emits, at most one found it
         # waiting (none if it found the event emitted already).
         assert sum(released[order]) <= 1, (order, released[order])
-    assert kills >= MIN_KILLS, "too few kills to call it chaos"
+    assert kills >= CHAOS_MIN_KILLS, "too few kills to call it chaos"
     assert not Wait.objects.exists()
     print(
         f"steps chaos (seed {seed}): {kills} workers killed; {ORDERS} orders "
