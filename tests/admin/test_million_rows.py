@@ -135,6 +135,12 @@ PAGES = {
     "jobs of one task": reverse("admin:steady_queue_job_changelist")
     + "?task=shop.tasks.sync_stock",
     "search by id": reverse("admin:steady_queue_job_changelist") + "?q=500000",
+    # A third of the table matches: the capped count must stop at the cap.
+    "search by task name": reverse("admin:steady_queue_job_changelist")
+    + "?q=send_email",
+    # Most of the table matches, but none of its newest week.
+    "jobs finished over a week ago": reverse("admin:steady_queue_job_changelist")
+    + "?finished=older",
     "failed jobs by argument": reverse("admin:steady_queue_job_changelist")
     + "?state=failed&args=alice@example.com",
     "dashboard": reverse("admin:steady_queue_dashboard_changelist"),
