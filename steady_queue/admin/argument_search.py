@@ -63,7 +63,7 @@ class ArgumentsFilter(admin.SimpleListFilter):
         # Read once, here, in no order (ordered, PostgreSQL walked all ten
         # million keys backward to find a thousand failed jobs): the list's
         # count and its page are taken from these ids, not from a scan each.
-        ids = found.order_by().values_list("pk", flat=True)
+        ids = list(found.order_by().values_list("pk", flat=True))
         return queryset.filter(pk__in=LiteralIds(ids))
 
     def _text(self):

@@ -107,7 +107,7 @@ class MySQL(Dialect):
             rows = list(queryset.values_list(*fields)[:limit])
             if rows:
                 queryset.model.objects.using(queryset.db).filter(
-                    pk__in=LiteralIds(row[0] for row in rows)
+                    pk__in=LiteralIds([row[0] for row in rows])
                 ).delete_rows()
         return rows
 
