@@ -228,6 +228,14 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         state = state_of(job)
         # The label in lower case, as the badge has always read ("failed").
         label = str(labels.state_label(state)).lower()
+        wait = _parked_on(job)
+        if wait is not None:
+            # Scheduled only for its timeout, as the story line says.
+            label = (
+                gettext("sleeping")
+                if wait.event_name is None
+                else gettext("waiting for an event")
+            )
         return format_html('<span class="sq-state sq-state-{}">{}</span>', state, label)
 
     @admin.display(description=_("attempts"))
@@ -251,6 +259,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description=_("scheduled for"))
     def scheduled(self, job):
+        wait = _parked_on(job)
+        if wait is not None:
+            # A parked job runs again when its wait ends: at its timeout or
+            # wake-up, or never by itself ("-").
+            return moment_html(wait.until)
         return moment_html(job.scheduled_at)
 
     @admin.display(description=_("started at"))
@@ -414,11 +427,21 @@ def _pretty(value):
     )
 
 
+def _parked_on(job):
+    """What a scheduled job on its page is parked on (a ShownWait), or None.
+    _error_first sets it on the page's one read of the job; the lists read
+    no waits, and show a parked job as scheduled."""
+    wait = getattr(job, "_sq_shown_wait", None)
+    return wait if wait is not None and state_of(job) == State.SCHEDULED else None
+
+
 def _error_first(job):
     """What job/change_form.html shows above the fields: the error, the attempts."""
     observed = observe(job)
     attempts = attempts_of(job, observed)
     steps = steps_and_wait(job)
+    # The fields below the story read the same wait (state, scheduled for).
+    job._sq_shown_wait = steps["sq_wait"]
     dependencies = dependencies_of(job)
     succeeded = observed.state == State.FINISHED
     return {

@@ -6,6 +6,7 @@ from steady_queue import emit_event
 from steady_queue.models import Job
 from steady_queue.testing import run_pending
 from tests import workflow_tasks as tasks
+from tests.admin.fields import field_value
 
 
 def page(client, job_id):
@@ -70,6 +71,26 @@ def test_a_parked_job_reads_as_waiting_for_its_event_not_as_scheduled(operator):
     assert "sq-story-waiting" in line
     assert "Waiting for the event &#x27;paid:9&#x27;</b>, timing out <time" in line
     assert "Scheduled" not in line
+
+
+def test_a_parked_jobs_fields_say_what_it_waits_for_and_until_when(operator):
+    waiting = tasks.waits_for.enqueue("paid:13", timeout=3600)
+    endless = tasks.waits_for.enqueue("paid:14")
+    sleeping = tasks.sleeps.enqueue("nap", 3600)
+    run_pending()
+
+    content = page(operator, waiting.id)
+    assert ">waiting for an event</span>" in field_value(content, "state_label")
+    # Due at its timeout, an hour from now, not "-".
+    assert "<time" in field_value(content, "scheduled")
+    content = page(operator, endless.id)
+    assert field_value(content, "scheduled") == "-"
+    content = page(operator, sleeping.id)
+    assert ">sleeping</span>" in field_value(content, "state_label")
+    assert "<time" in field_value(content, "scheduled")
+    # The list reads no waits: parked jobs are counted and shown as scheduled.
+    listed = reverse("admin:steady_queue_job_changelist") + "?state=scheduled"
+    assert operator.get(listed).context["cl"].result_count == 3
 
 
 def test_a_parked_job_with_no_timeout_says_so(operator):
