@@ -263,6 +263,38 @@ def analyze(vendor):
         )
 
 
+def table_sizes(vendor):
+    """Bytes on disk of each table of ours that holds rows: its data (with
+    TOAST on PostgreSQL) and its indexes. MariaDB's figures are InnoDB's
+    estimates, refreshed by the ANALYZE before each reading."""
+    from django.apps import apps
+
+    tables = [
+        m._meta.db_table for m in apps.get_app_config("steady_queue").get_models()
+    ]
+    if vendor == "postgresql":
+        sql = (
+            "SELECT relname, pg_table_size(oid), pg_indexes_size(oid)"
+            " FROM pg_class WHERE relname = ANY(%s) AND relkind = 'r'"
+        )
+        found = run_sql(sql, [tables])
+    else:
+        analyze(vendor)
+        sql = (
+            "SELECT table_name, data_length, index_length"
+            " FROM information_schema.tables"
+            " WHERE table_schema = DATABASE() AND table_name IN"
+            f" ({', '.join(['%s'] * len(tables))})"
+        )
+        found = run_sql(sql, tables)
+    counts = row_counts()
+    return {
+        table: {"rows": counts[table], "data_bytes": data, "index_bytes": index}
+        for table, data, index in found
+        if counts.get(table)
+    }
+
+
 def row_counts():
     from django.apps import apps
 
@@ -515,9 +547,11 @@ def clear_cutoff_seconds(finished, total, clear_rows):
     return int((total - clear_rows) * SPREAD_SECONDS / total)
 
 
-def run_clear_finished(env, older_than, cap, log):
+def run_clear_finished(env, older_than, cap, log, batch_size=None):
     """Run clear-finished until done or ``cap`` seconds: (seconds, done)."""
     argv = manage(["clear-finished", "--older-than", str(older_than)])
+    if batch_size:
+        argv += ["--batch-size", str(batch_size)]
     proc = procs.spawn(argv, env=env, cwd=PROJECT, log=log)
     began = time.monotonic()
     try:
@@ -531,7 +565,7 @@ def run_clear_finished(env, older_than, cap, log):
     return seconds, done
 
 
-def clear_finished(vendor, filled, rate, clear_rows, cap):
+def clear_finished(vendor, filled, rate, clear_rows, cap, batch_size=None):
     """Pickup beside a supervisor for 30 s, then during clear-finished."""
     from django.db import connection
 
@@ -557,7 +591,11 @@ def clear_finished(vendor, filled, rate, clear_rows, cap):
         print(f"    clear-finished --older-than {older_than} ...", flush=True)
         during_from = time.time()
         seconds, done = run_clear_finished(
-            env, older_than, cap, logs / f"ten_million-{vendor}-clear.log"
+            env,
+            older_than,
+            cap,
+            logs / f"ten_million-{vendor}-clear.log",
+            batch_size,
         )
         during_until = time.time()
         trickle.stop()
@@ -569,6 +607,7 @@ def clear_finished(vendor, filled, rate, clear_rows, cap):
     started = started_at(latency_file)
     found = {
         "rate": rate,
+        "batch_size": batch_size,
         "older_than_s": older_than,
         "completed": done,
         "seconds": seconds,
@@ -604,6 +643,7 @@ def measure(key, args):
         print(f"  filling {args.rows:,} finished jobs", flush=True)
         filled = fill(vendor, args.rows)
         result["rows"] = row_counts()
+        result["sizes"] = table_sizes(vendor)
         result["filled"] = filled
         result["load_before"] = loadavg()
         client = superuser_client()
@@ -616,8 +656,14 @@ def measure(key, args):
         result["load_after_pages"] = loadavg()
         print("  clear-finished beside a supervisor", flush=True)
         result["clear"] = clear_finished(
-            vendor, filled, args.rate, args.clear_rows, args.clear_seconds
+            vendor,
+            filled,
+            args.rate,
+            args.clear_rows,
+            args.clear_seconds,
+            args.batch_size,
         )
+        result["sizes_after_clear"] = table_sizes(vendor)
         result["load_after"] = loadavg()
         return result
     finally:
@@ -634,6 +680,8 @@ def run_child(key, args):
     argv += ["--rows", str(args.rows), "--clear-rows", str(args.clear_rows)]
     argv += ["--clear-seconds", str(args.clear_seconds), "--rate", str(args.rate)]
     argv += ["--page-timeout", str(args.page_timeout)]
+    if args.batch_size:
+        argv += ["--batch-size", str(args.batch_size)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=BENCH)
     last = ""
     try:
@@ -692,6 +740,35 @@ def table_counts(rows):
     )
 
 
+def size_lines(result):
+    """The jobs table's bytes per job after the fill and after clearing, and
+    every table's size: what retention keeps on disk."""
+    lines = []
+    for label, key in (
+        ("after the fill", "sizes"),
+        ("after clear-finished", "sizes_after_clear"),
+    ):
+        sizes = result.get(key)
+        if not sizes:
+            continue
+        jobs = sizes.get("steady_queue_jobs")
+        per_job = ""
+        if jobs:
+            data = jobs["data_bytes"] / jobs["rows"]
+            index = jobs["index_bytes"] / jobs["rows"]
+            per_job = (
+                f" jobs table {data:,.0f} + {index:,.0f} (indexes) bytes"
+                f" per job of {jobs['rows']:,};"
+            )
+        every = ", ".join(
+            f"{table.removeprefix('steady_queue_')}"
+            f" {(s['data_bytes'] + s['index_bytes']) / 2**20:,.1f} MiB"
+            for table, s in sizes.items()
+        )
+        lines.append(f"- table sizes {label}:{per_job} {every}")
+    return lines
+
+
 def fmt_ms(found, key):
     value = found.get(key)
     return "-" if value is None else f"{value:,.0f}"
@@ -716,6 +793,7 @@ def database_lines(key, result, version):
         f"- jobs: {result['filled']['jobs']:,} written in"
         f" {result['filled']['fill_seconds']:.0f} s; rows per table:"
         f" {table_counts(result['rows'])}",
+        *size_lines(result),
         f"- load average: {' '.join(result['load_before'])} before the pages,"
         f" {' '.join(result['load_after_pages'])} after them,"
         f" {' '.join(result['load_after'])} after clear-finished",
@@ -731,7 +809,8 @@ def database_lines(key, result, version):
             rows_,
         ),
         "",
-        f"clear-finished --older-than {clear['older_than_s']} s:"
+        f"clear-finished --older-than {clear['older_than_s']} s"
+        f"{f' --batch-size {b}' if (b := clear.get('batch_size')) else ''}:"
         f" {clear['deleted']:,} rows in {clear['seconds']:.0f} s ="
         f" **{clear['rows_per_s']:,.0f} rows/s**"
         f"{'' if clear['completed'] else ' (stopped at the time cap)'}.",
@@ -762,7 +841,7 @@ def database_lines(key, result, version):
 
 
 def write(results, args):
-    path = RESULTS / "ten_million.json"
+    path = RESULTS / f"{args.results}.json"
     kept = json.loads(path.read_text()).get("results", {}) if path.exists() else {}
     kept = {key: found for key, found in kept.items() if key in VENDORS}
     kept.update(results)
@@ -783,7 +862,7 @@ def write(results, args):
         lines += database_lines(key, result, result["version"])
     for key, result in kept.items():
         result["bounds"] = bounds(key, result)
-    save_results("ten_million", lines, args.rows, {**kept, "machine": found})
+    save_results(args.results, lines, args.rows, {**kept, "machine": found})
 
 
 def main():
@@ -800,6 +879,16 @@ def main():
         type=float,
         default=60,
         help="cancel an admin page's SQL statement after this many seconds",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="clear-finished's --batch-size (default: the command's)",
+    )
+    parser.add_argument(
+        "--results",
+        default="ten_million",
+        help="results/<name>.md and .json (a smaller run keeps the 10M figures)",
     )
     parser.add_argument("--database", choices=list(VENDORS), help=argparse.SUPPRESS)
     args = parser.parse_args()
