@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -20,11 +21,13 @@ from .compat import (
     task_enqueued,
 )
 from .conf import parse_options
+from .conf.queue_names import queues_errors
 from .decorators.debounce import debounce_of
 from .decorators.fair import fair_of
 from .decorators.limits import limits_of
 from .decorators.task_keywords import SteadyTask
 from .decorators.unique import unique_of
+from .dialects import prepared
 from .exceptions import BatchError, DependencyError, TaskNotFoundError
 from .migration_state import explain_if_not_migrated
 from .pipeline.arguments import serialize_arguments
@@ -56,6 +59,12 @@ class SteadyQueueBackend(BaseTaskBackend):
     task_class = SteadyTask
 
     def __init__(self, alias, params):
+        # Read before Django's class reads QUEUES, which crashes on None and
+        # reads a string letter by letter: the checks (E020) and every use of
+        # the backend (config) say what is wrong instead.
+        self.queues_errors = queues_errors(params, alias)
+        if self.queues_errors:
+            params = {**params, "QUEUES": []}
         super().__init__(alias, params)
         # Django reads an unset QUEUES as ["default"], which refuses the first
         # @task(queue_name="mail") a project writes. Unset allows any queue
@@ -71,7 +80,10 @@ class SteadyQueueBackend(BaseTaskBackend):
         """The parsed OPTIONS; raises ImproperlyConfigured naming each bad key."""
         if self._config is None:
             refuse_if_not_installed(self.alias)
+            if self.queues_errors:
+                raise ImproperlyConfigured("\n".join(self.queues_errors))
             self._config = parse_options(self.options, self.alias)
+            prepared.choose(self._config.database, self._config.prepared_statements)
         return self._config
 
     @property

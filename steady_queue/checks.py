@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .compat import FRAMEWORK_APP
 from .conf import read_options
+from .conf.queue_names import unlisted_worker_queues
 from .database_checks import check_liveness, database_warnings
 from .migration_state import MIGRATE_HINT, not_migrated_message
 from .schedules.checks import check_recurring
@@ -72,6 +73,14 @@ def check_backend(backend, steady_queue_databases, **kwargs):
                 id="steady_queue.E003",
             )
         )
+    messages.extend(
+        checks.Error(
+            error,
+            hint=f"QUEUES is described on {CONFIGURATION_DOCS}.",
+            id="steady_queue.E020",
+        )
+        for error in backend.queues_errors
+    )
     options, errors = read_options(backend.options, backend.alias)
     messages.extend(
         checks.Error(
@@ -80,6 +89,16 @@ def check_backend(backend, steady_queue_databases, **kwargs):
             id="steady_queue.E002",
         )
         for error in errors
+    )
+    messages.extend(
+        checks.Warning(
+            warning,
+            hint="Add the queue to QUEUES, or correct the worker's queues.",
+            id="steady_queue.W006",
+        )
+        for warning in unlisted_worker_queues(
+            backend.queues, options.workers, backend.alias
+        )
     )
     messages.extend(check_recurring(options))
     if not errors:

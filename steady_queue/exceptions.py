@@ -22,7 +22,16 @@ class ProcessMissingError(SteadyQueueError):
 
 
 class TaskNotFoundError(SteadyQueueError):
-    """A job's task path does not import, or imports something that is not a task."""
+    """A job's task path does not import, or imports something that is not a task.
+
+    ``missing`` is why, where its module or name is not there (``"no module
+    named 'shop.taskz'"``): the message speaks to a job's row, a setting that
+    names the task says it its own way (check E014).
+    """
+
+    def __init__(self, message, missing=None):
+        super().__init__(message)
+        self.missing = missing
 
 
 class ResultNotStorableError(SteadyQueueError, ValueError):

@@ -1,9 +1,11 @@
 """System checks reported for a SteadyQueueBackend."""
 
+import re
 from pathlib import Path
 
 import pytest
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from .helpers import check_messages
 
@@ -80,3 +82,89 @@ def test_manage_py_check_reports_bad_options_in_a_fresh_process():
     assert finished.returncode != 0
     assert "steady_queue.E002" in finished.stderr
     assert "['mode'] must be one of fork, thread; got 'async'" in finished.stderr
+
+
+@pytest.mark.parametrize(
+    "queues, words",
+    [
+        ("mail", "is the string 'mail', which would be read letter by letter"),
+        (None, "must be a list of queue names, got None"),
+        (["default", 5], "lists 5, which is not a queue name"),
+        (["default", "mail*"], "lists 'mail*', but QUEUES names each queue exactly"),
+    ],
+)
+def test_a_queues_setting_django_cannot_read_is_an_error_not_a_crash(
+    settings, queues, words
+):
+    settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": queues}}
+    found = messages()
+    assert [m.id for m in found] == ["steady_queue.E020"], found
+    assert words in found[0].msg
+    assert found[0].msg.startswith("TASKS['default']['QUEUES'] ")
+    # Every use of the backend says the same, before anything is written.
+    from steady_queue.compat import task_backends
+
+    with pytest.raises(ImproperlyConfigured, match=re.escape(words)):
+        assert task_backends["default"].config is None
+
+
+@pytest.mark.parametrize(
+    "queues, words",
+    [
+        (["mial"], "names 'mial', which matches no queue that TASKS['default']"),
+        (["mial"], "(did you mean 'mail'?)"),
+        (["bulk*"], "names 'bulk*', which matches no queue"),
+    ],
+)
+def test_a_worker_queue_that_queues_does_not_list_is_a_warning(settings, queues, words):
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "QUEUES": ["default", "mail"],
+            "OPTIONS": {"workers": [{"queues": ["default"]}, {"queues": queues}]},
+        }
+    }
+    found = messages()
+    assert [m.id for m in found] == ["steady_queue.W006"], found
+    assert "['workers'][1]['queues']" in found[0].msg
+    assert words in found[0].msg
+
+
+def test_worker_queues_that_name_listed_queues_are_fine(settings):
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "QUEUES": ["default", "mail", "mail_bulk"],
+            "OPTIONS": {"workers": [{"queues": ["mail*", "!mail_bulk", "default"]}]},
+        }
+    }
+    assert messages() == []
+
+
+def test_manage_py_check_and_migrate_report_a_bad_queues_setting_without_a_traceback():
+    import os
+    import subprocess
+    import sys
+
+    from steady_queue.compat import FRAMEWORK_APP
+
+    if FRAMEWORK_APP:
+        pytest.skip("on Django 5.2 the backport app must be installed to check")
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.broken_settings",
+        "SQ_BROKEN_QUEUES": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    for command in ("check", "migrate"):
+        finished = subprocess.run(
+            [sys.executable, "-m", "django", command],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert finished.returncode != 0, finished.stdout
+        assert "steady_queue.E020" in finished.stderr, finished.stderr
+        assert "must be a list of queue names, got None" in finished.stderr
+        assert "Traceback" not in finished.stderr, finished.stderr

@@ -71,6 +71,10 @@ def test_a_single_queue_name_becomes_a_tuple():
         ({"database": "elsewhere"}, "names the database 'elsewhere', which is not in"),
         ({"preserve_finished_jobs": "yes"}, "must be True or False"),
         (
+            {"prepared_statements": 1},
+            "['prepared_statements'] must be True, False or \"auto\"",
+        ),
+        (
             {"listen_database": "direct"},
             "['listen_database'] names the database 'direct', which is not in",
         ),

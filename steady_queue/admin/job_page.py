@@ -269,16 +269,18 @@ def story_of(job, observed, attempts, wait, dependencies):
             moment=job.finished_at,
         )
     if state == State.FAILED:
-        headline = (
-            ngettext(
+        if not job.attempts:
+            # Its error is not a run's: a dependency failed, or its task
+            # could not be loaded.
+            headline = gettext("Failed without running")
+        elif failures:
+            headline = ngettext(
                 "Failed after %(count)s attempt",
                 "Failed after %(count)s attempts",
                 failures,
-            )
-            % {"count": failures}
-            if failures
-            else gettext("Failed")
-        )
+            ) % {"count": failures}
+        else:
+            headline = gettext("Failed")
         return Story(
             tone="alarm",
             headline=headline,

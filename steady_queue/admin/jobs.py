@@ -272,6 +272,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description=_("last attempt started"))
     def last_attempt(self, job):
+        # The row writes it as an attempt ends: while one runs, its claim
+        # says when it started.
+        observed = observe(job)
+        if observed.state == State.RUNNING and observed.claimed_at is not None:
+            return moment_html(observed.claimed_at)
         return moment_html(job.last_attempted_at)
 
     # Translators: a column of the jobs list: how long a running job has run.
@@ -317,7 +322,9 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             running = gettext("running now on %(process)s") % {
                 "process": str(process) if process else gettext("a gone process")
             }
-        names = ", ".join(job.worker_ids or ())
+        # Each worker once, in the order they first ran it (a job retried on
+        # the same worker lists it once; the attempts table has each run).
+        names = ", ".join(dict.fromkeys(job.worker_ids or ()))
         return "; ".join(part for part in (names, running) if part) or "-"
 
     @admin.display(description=_("handed back"))
@@ -444,14 +451,19 @@ def _error_first(job):
     job._sq_shown_wait = steps["sq_wait"]
     dependencies = dependencies_of(job)
     succeeded = observed.state == State.FINISHED
+    failed = observed.state == State.FAILED
+    # Failed with no run at all (its dependency failed, its task would not
+    # load): its error is no attempt's, and it has no attempts to list.
+    never_ran = failed and not job.attempts
     return {
         "sq_story": story_of(job, observed, attempts, steps["sq_wait"], dependencies),
         "sq_result_text": shown_value(job.return_value) if job.finished_at else "",
-        "sq_failed": observed.state == State.FAILED,
+        "sq_failed": failed,
+        "sq_never_ran": never_ran,
         # A job that failed, or is being retried, leads with its latest error;
         # one that succeeded keeps its earlier failures in the attempts table.
         "sq_failed_attempt": None if succeeded else last_failed(attempts),
-        "sq_attempts": attempts,
+        "sq_attempts": [] if never_ran else attempts,
         **steps,
         "sq_dependencies": dependencies,
     }

@@ -93,6 +93,10 @@ class Options:
     # reaches PostgreSQL through a pooler in transaction mode (a LISTEN there
     # hears nothing); None: "database" itself.
     listen_database: str | None = None
+    # Whether the database's connections prepare our hot-path statements on
+    # PostgreSQL: True, False, or "auto": where they reach the server itself,
+    # not through a pooler (dialects/prepared.py).
+    prepared_statements: bool | str = "auto"
     # Seconds one run of a task may take unless it has its own @timeout; None: no
     # limit.
     timeout: float | None = None

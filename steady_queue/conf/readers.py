@@ -309,6 +309,16 @@ def _opentelemetry(value, where, errors):
     return enabled
 
 
+def _prepared_statements(value, where, errors):
+    if not isinstance(value, bool) and value != "auto":
+        errors.append(
+            f'{where} must be True, False or "auto" (prepare where the '
+            f"connection reaches PostgreSQL itself), got {value!r}."
+        )
+        return None
+    return value
+
+
 def _database(value, where, errors):
     if not isinstance(value, str) or value not in settings.DATABASES:
         errors.append(
@@ -342,6 +352,7 @@ READERS = {
     "listen_notify": _boolean,
     "local_wakeup": _boolean,
     "listen_database": _optional(_database),
+    "prepared_statements": _prepared_statements,
     "timeout": lambda v, w, e: None if v is None else _duration(v, w, e),
     "concurrency_duration": _duration,
     "priority_aging": _optional(_duration),

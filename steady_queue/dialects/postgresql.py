@@ -3,6 +3,7 @@
 import functools
 from contextlib import contextmanager
 
+from . import prepared
 from .base import Dialect
 
 # 40P01 deadlock detected, 55P03 lock not available, 57014 statement cut off
@@ -88,7 +89,8 @@ class PostgreSQL(Dialect):
         # be prepared, and psycopg does so when the connection allows it:
         # Django turns prepared statements off unless OPTIONS sets
         # "prepare_threshold" (connection poolers in transaction mode need
-        # them off), so this follows the project's own choice. Prepared, the
+        # them off); prepared.allow_ours turns them on for our statements
+        # where the connection reaches the server itself. Prepared, the
         # hot path's CTE statements are planned once per connection (single
         # enqueue measured 23-31 % faster, docs/performance.rst). The cursor
         # is made by connection.cursor(), so that every wrapper Django or a
@@ -96,6 +98,7 @@ class PostgreSQL(Dialect):
         # execute_wrapper) wraps it too; the factory is swapped only for that
         # call, on a connection no other thread uses.
         connection.ensure_connection()
+        prepared.allow_ours(connection)
         raw = connection.connection
         default = raw.cursor_factory
         raw.cursor_factory = _preparing_cursor_class()
@@ -170,7 +173,9 @@ def _preparing_cursor_class():
     from django.db.backends.postgresql.base import ServerBindingCursor
 
     class PreparingCursor(ServerBindingCursor):
-        def execute(self, query, params=None, *, prepare=True, binary=None):
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            if prepare is None:
+                prepare = prepared.prepare_now(self.connection, query)
             return super().execute(query, params, prepare=prepare, binary=binary)
 
     return PreparingCursor

@@ -1,8 +1,10 @@
 """Process: the registry row every supervisor, worker and dispatcher heartbeats."""
 
+import functools
 import os
 import socket
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from django.db import models
 from django.utils.translation import gettext
@@ -23,6 +25,11 @@ class ProcessQuerySet(QueueQuerySet):
     ):
         """Insert the row for the calling process and return it."""
         now = self.database_now()
+        namespace = pid_namespace()
+        if namespace is not None:
+            # Where its PID means something: a reader sharing it can see
+            # the process gone (Process.has_exited_here).
+            metadata = {**(metadata or {}), "pid_namespace": namespace}
         return self.create(
             kind=kind,
             name=name,
@@ -193,6 +200,22 @@ class Process(models.Model):
         """Its code version as a sentence names it."""
         return describe_version(self.code_version)
 
+    def has_exited_here(self):
+        """Whether this process is seen gone: it registered from the caller's
+        machine and PID namespace (pid_namespace), and no process has its PID
+        now, so it was killed without deregistering. False where that cannot
+        be told: another machine or container, or a system without /proc."""
+        here = pid_namespace()
+        if here is None or self.metadata.get("pid_namespace") != here:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # the PID is taken, by another user's process
+        return False
+
     def heartbeat(self):
         """Record that this process is alive; return False if its row is gone."""
         db = self._state.db
@@ -303,6 +326,22 @@ class Process(models.Model):
             self.cancelled_runs().stopped()
             rows.delete()
         return job_ids
+
+
+@functools.cache
+def pid_namespace():
+    """The machine's boot and the PID namespace of this process, as
+    ``"<boot id>:<namespace inode>"``, or None where /proc cannot tell them.
+
+    Processes that share it see each other's PIDs; a hostname alone does not
+    say as much (two containers may share one, each with its own PIDs).
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        inode = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+    return f"{boot}:{inode}"
 
 
 def succeeded_outcome(job, run, worker_id):

@@ -45,6 +45,20 @@ def log_parked(outcome, what_ends):
     )
 
 
+def log_failed_unrun(job, error):
+    """A job that failed without running (its dependency failed, a limit
+    discarded it): ``job <id> <task> FAILED without running: <why>``."""
+    if logger.isEnabledFor(logging.ERROR):
+        # An error made without a run has a one-line traceback: "class: why".
+        lines = (error.get("traceback") or "").strip().splitlines()
+        logger.error(
+            "job %s %s FAILED without running: %s",
+            job.pk,
+            job.task_path,
+            lines[-1] if lines else error.get("exception_class_path", "?"),
+        )
+
+
 def log_snoozed(outcome):
     log_attempt(
         logging.INFO,

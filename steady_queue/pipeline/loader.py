@@ -60,11 +60,15 @@ def load_task(task_path):
         return task
     refusal = task_path_refusal(task_path)
     if refusal is not None:
-        raise TaskNotFoundError(f"{refusal}; nothing was imported.")
+        raise TaskNotFoundError(
+            f"{refusal}; nothing was imported.", getattr(refusal, "missing", None)
+        )
     try:
         found = import_string(task_path)
     except ImportError as e:
-        raise TaskNotFoundError(cannot_be_imported(f"{task_path!r}", e) + ".") from e
+        raise TaskNotFoundError(
+            cannot_be_imported(f"{task_path!r}", e) + ".", str(e)
+        ) from e
     except (Exception, SystemExit) as e:
         # A module that raises at import (or calls sys.exit) must fail this
         # job, not the worker that happened to claim it.
@@ -139,13 +143,22 @@ def module_import_refusal(module_path, what):
     )
 
 
+class Unimportable(str):
+    """A refusal's sentence that keeps why the task is not there (``missing``)."""
+
+    missing = None
+
+
 def cannot_be_imported(what, reason):
-    """The sentence for a task whose module or name is not (or no longer) there."""
-    return (
+    """The sentence for a job whose task's module or name is not (or no
+    longer) there; it keeps ``reason`` as its ``missing``."""
+    sentence = Unimportable(
         f"The task {what} cannot be imported ({reason}). Was it renamed or "
         "removed after this job was enqueued? Deploy code that still defines it, "
         "or discard the job"
     )
+    sentence.missing = str(reason)
+    return sentence
 
 
 def can_be_found(module_path):

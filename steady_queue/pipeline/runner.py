@@ -273,10 +273,11 @@ def _with_steps(outcome, run):
 
 
 def _what_ends(parked):
-    until = "never" if parked.until is None else parked.until.isoformat()
+    until = None if parked.until is None else parked.until.isoformat()
     if parked.event_name is None:
-        return f"its sleep ends at {until}"
-    return f"the event {parked.event_name!r} is emitted (or at {until})"
+        return f"its sleep ends at {until}" if until else "its sleep ends"
+    emitted = f"the event {parked.event_name!r} is emitted"
+    return f"{emitted} (or at {until})" if until else f"{emitted} (no timeout)"
 
 
 def _arguments_of(job):

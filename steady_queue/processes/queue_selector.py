@@ -4,6 +4,7 @@ import time
 from functools import partial
 
 from ..compat import DEFAULT_TASK_BACKEND_ALIAS
+from ..conf.queue_names import entry_matches
 from ..models import Pause
 
 
@@ -83,10 +84,7 @@ class QueueSelector:
         """Whether this list claims from the queue ``name`` (pauses aside)."""
         if self.excludes(name):
             return False
-        return any(
-            entry == name or (entry.endswith("*") and name.startswith(entry[:-1]))
-            for entry in self.queues
-        )
+        return any(entry_matches(entry, name) for entry in self.queues)
 
     def excludes(self, name):
         """Whether a ``!`` entry leaves the queue ``name`` out."""

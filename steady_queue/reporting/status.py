@@ -80,14 +80,21 @@ def collect_status(backend):
 
 
 def workers_overview(database, alias, alive_threshold, queues):
-    """The live workers of a queue database and the queues none of them reads:
+    """The live workers of a queue database (a heartbeat within the threshold,
+    and not seen gone from this machine) and the queues none of them reads:
     {"alive": count, "last_heartbeat_at": the latest (or None), "ready": ready
     jobs of ``alias``, "unserved": names of ``queues`` (queue_overview rows)
     no live worker of ``alias`` claims from, "warnings": a line per unpaused
     queue with ready jobs that none reads}."""
-    workers = list(
-        Process.objects.using(database).alive(alive_threshold).filter(kind="worker")
-    )
+    # A worker killed on this machine (kill -9 of its whole tree) keeps its
+    # row, heartbeat fresh, until it is pruned; its PID tells at once.
+    workers = [
+        worker
+        for worker in Process.objects.using(database)
+        .alive(alive_threshold)
+        .filter(kind="worker")
+        if not worker.has_exited_here()
+    ]
     ready = ReadyExecution.objects.using(database).counts_by_backend_and_queue()
     selectors = queue_selectors(workers)
     return {

@@ -69,12 +69,18 @@ def _task_problems(spec, where):
     try:
         task = load_task(spec.task)
     except TaskNotFoundError as error:
+        # The loader's sentence speaks to a job's row; here no job exists yet.
+        found = (
+            f"'task' names {spec.task!r}, which cannot be imported ({error.missing})."
+            if error.missing
+            else str(error)
+        )
         return [
             (
                 "steady_queue.E014",
-                f"{where}: {error}",
-                "Point 'task' at a function decorated with @task, as "
-                "'app.module.function'.",
+                f"{where}: {found}",
+                "Check its spelling: 'task' is the dotted path of a function "
+                "decorated with @task, as 'app.tasks.function'.",
             )
         ]
     try:

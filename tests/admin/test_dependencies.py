@@ -48,3 +48,43 @@ def test_a_waiting_jobs_page_says_how_many_it_still_waits_for(operator):
     assert "Waiting for 1 more of them to end before it runs." in content
     # A job with no dependency shows no such section.
     assert 'id="sq-dependencies"' not in page(operator, tasks.noop.enqueue().id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dependent_that_never_ran_reads_so_not_as_a_failed_attempt(operator):
+    from steady_queue.testing import run_pending
+
+    broken = tasks.fail.enqueue("card declined")
+    with depends_on(broken):
+        dependent = tasks.noop.enqueue()
+    run_pending()
+    assert tasks.noop.get_result(dependent.id).attempts == 0
+
+    content = page(operator, dependent.id)
+    story = content[content.index('id="sq-story"') :].split("</section>")[0]
+    assert "<b>Failed without running</b>, finished" in story
+    failure = content[content.index('id="sq-failure"') :].split("</p>")[0]
+    assert "DependencyFailedError" in failure
+    assert "it did not run" in failure and "attempt 1" not in failure
+    # No attempts to list: it had none.
+    assert 'id="sq-attempts"' not in content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dependent_that_never_ran_is_logged_once_in_the_jobs_voice(caplog):
+    from steady_queue.testing import run_pending
+
+    caplog.set_level("INFO", logger="steady_queue.jobs")
+    broken = tasks.fail.enqueue("card declined")
+    with depends_on(broken):
+        dependent = tasks.noop.enqueue()
+    run_pending()
+
+    lines = [
+        r for r in caplog.records if r.getMessage().startswith(f"job {dependent.id} ")
+    ]
+    assert [r.levelname for r in lines] == ["ERROR"]
+    assert lines[0].getMessage().startswith(
+        f"job {dependent.id} tests.tasks.noop FAILED without running: "
+        "steady_queue.exceptions.DependencyFailedError: Job "
+    )

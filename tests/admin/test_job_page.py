@@ -380,3 +380,21 @@ def test_a_job_that_takes_turns_shows_its_tenant_and_turn(operator):
     # Without @fair: no tenant.
     plain = make_job("ready")
     assert "takes_turns" not in html.unescape(page(operator, plain).content.decode())
+
+
+def test_a_job_running_again_shows_its_current_attempts_start_and_each_worker_once(
+    operator,
+):
+    from .fields import field_value
+
+    earlier = timezone.now() - timedelta(minutes=5)
+    job = make_job("running", errors=[ERROR], worker_ids=["worker-old", "worker-old"])
+    Job.objects.filter(pk=job.pk).update(last_attempted_at=earlier)
+    claimed_at = ClaimedExecution.objects.get(job_id=job.pk).created_at
+    content = page(operator, job).content.decode()
+
+    started = field_value(content, "last_attempt")
+    assert f'datetime="{claimed_at.isoformat(timespec="seconds")}"' in started
+    assert f'datetime="{earlier.isoformat(timespec="seconds")}"' not in started
+    workers = field_value(content, "workers")
+    assert workers.count("worker-old") == 1

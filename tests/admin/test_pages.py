@@ -1,6 +1,8 @@
 """Processes, recurring tasks, semaphores and the dashboard."""
 
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -15,6 +17,7 @@ from steady_queue.models import (
     RecurringTask,
     Semaphore,
 )
+from steady_queue.models.process import pid_namespace
 from tests.admin.conftest import VIEW, staff_with
 from tests.factories import make_job
 
@@ -325,3 +328,44 @@ def test_the_dashboard_is_calm_when_every_queue_is_read(operator):
     assert "Running" in queue_status(content, "default")
     # A failed job makes its card red.
     assert 'class="sq-card sq-alarm" href' in content.split('id="sq-count-failed"')[0]
+
+
+def exited_pid():
+    """The PID of a process that has run and been reaped: nothing has it now
+    (a PID is not reused this soon)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_worker_killed_on_this_machine_is_not_alive_though_its_row_is_fresh(
+    operator,
+):
+    # kill -9 of the whole tree: the row stays, its heartbeat seconds old.
+    worker = Process.objects.register(
+        kind="worker", name="worker-killed", metadata={"queues": "*"}
+    )
+    assert worker.metadata["pid_namespace"] == pid_namespace()
+    Process.objects.filter(pk=worker.pk).update(pid=exited_pid())
+    make_job("ready")
+
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
+    panel = workers_panel(content.decode())
+    assert "No worker is alive." in panel
+    assert "sq-alarm" in panel
+
+
+def test_a_worker_of_another_machine_or_container_is_judged_by_its_heartbeat(
+    operator,
+):
+    # Its PID means nothing here, whatever runs under that number.
+    Process.objects.register(kind="worker", name="worker-elsewhere")
+    Process.objects.filter(name="worker-elsewhere").update(
+        pid=exited_pid(),
+        metadata={"queues": "*", "pid_namespace": "another-boot:4026531836"},
+    )
+    make_job("ready")
+
+    content = operator.get(reverse("admin:steady_queue_dashboard_changelist")).content
+    panel = workers_panel(content.decode())
+    assert "1 worker alive</b>, last heartbeat" in panel

@@ -2,13 +2,15 @@
 Django's query capture (assertNumQueries, CaptureQueriesContext, the debug
 toolbar), which on PostgreSQL once missed the prepared hot-path statements."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from steady_queue import enqueue_many
-from steady_queue.dialects import dialect_for
+from steady_queue.dialects import dialect_for, prepared
 from steady_queue.models import EnqueueRequest, Job, ReadyExecution
 
 from .. import tasks
@@ -124,13 +126,76 @@ def test_the_enqueue_is_prepared_when_the_project_allows_prepared_statements():
         connection.connection.prepare_threshold = threshold
 
 
+@pytest.fixture
+def prepared_choice():
+    """Set the database's prepared_statements choice for a test, on a
+    connection that has not decided yet (as a new one)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    before = raw.prepare_threshold, prepared._choices.get(connection.alias)
+
+    def choose(choice):
+        prepared.choose(connection.alias, choice)
+        raw.prepare_threshold = None  # Django's default: OPTIONS set none
+        prepared._seen.pop(raw, None)  # as a new connection: nothing run yet
+
+    yield choose
+    raw.prepare_threshold = before[0]
+    if before[1] is None:
+        prepared._choices.pop(connection.alias, None)
+    else:
+        prepared.choose(connection.alias, before[1])
+
+
 @one_statement
-def test_nothing_is_prepared_under_djangos_default_which_poolers_need():
+def test_nothing_is_prepared_where_the_backend_says_false(prepared_choice):
+    prepared_choice(False)
     before = prepared_statements()
     tasks.add.enqueue(1, 2)
     tasks.add.enqueue(3, 4)
 
     assert prepared_statements() == before
+    assert connection.connection.prepare_threshold is None
+
+
+@one_statement
+def test_a_direct_connection_prepares_our_statements_and_no_others(prepared_choice):
+    prepared_choice("auto")
+    assert prepared.reaches_the_server_itself(connection)
+    before = prepared_statements()
+    # Prepared from its second run: a connection that enqueues once (a web
+    # request under CONN_MAX_AGE 0) never pays the round trip of preparing.
+    tasks.add.enqueue(1, 2)
+    assert prepared_statements() == before
+    tasks.add.enqueue(3, 4)
+    assert prepared_statements() > before
+
+    # Django's cursors bind client-side and the threshold keeps anyone
+    # else's statements unprepared, however often they run.
+    for _ in range(10):
+        Job.objects.filter(priority=-7).count()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%priority%-7%"],
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_the_server_end_is_compared_with_the_client_end():
+    def client(host, hostaddr, port):
+        return SimpleNamespace(host=host, hostaddr=hostaddr, port=port)
+
+    folders = "/var/run/postgresql, /tmp"
+    # Direct, over TCP and over a socket.
+    assert prepared.same_end(client("db", "10.0.0.5", 5432), "5432", "10.0.0.5", "")
+    assert prepared.same_end(client("/tmp", "", 5432), "5432", None, folders)
+    # A pooler: another port, another host, or a socket folder of its own.
+    assert not prepared.same_end(client("db", "10.0.0.5", 6432), "5432", "10.0.0.5", "")
+    assert not prepared.same_end(
+        client("pool", "10.0.0.9", 5432), "5432", "10.0.0.5", ""
+    )
+    assert not prepared.same_end(client("/srv/pool", "", 5432), "5432", None, folders)
 
 
 @one_statement

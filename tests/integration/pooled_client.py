@@ -9,6 +9,9 @@ every query of this process goes through PgBouncer. Prints one JSON line.
   second ahead, and COUNT state machine rows; prints what it made.
 - ``admin``: logs a superuser in and reads every steady_queue admin page;
   prints {url: status code}.
+- ``route``: whether the pooled and the direct alias reach PostgreSQL
+  itself, as prepared_statements="auto" judges, and whether an enqueue
+  through the pooler turned prepared statements on.
 """
 
 import json
@@ -60,6 +63,21 @@ def admin_pages():
     return {url: client.get(url, follow=True).status_code for url in urls}
 
 
+def route():
+    from django.db import connections
+
+    from steady_queue.dialects import prepared
+    from tests import tasks
+
+    tasks.noop.enqueue()
+    pooled = connections["default"]
+    return {
+        "default": prepared.reaches_the_server_itself(pooled),
+        "direct": prepared.reaches_the_server_itself(connections["direct"]),
+        "threshold": pooled.connection.prepare_threshold,
+    }
+
+
 def main(action, *args):
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
@@ -69,8 +87,10 @@ def main(action, *args):
         found = enqueue(args[0], int(args[1]))
     elif action == "admin":
         found = admin_pages()
+    elif action == "route":
+        found = route()
     else:
-        raise SystemExit(f"unknown action {action!r}: enqueue or admin")
+        raise SystemExit(f"unknown action {action!r}: enqueue, admin or route")
     print(json.dumps(found))
 
 

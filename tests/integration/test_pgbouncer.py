@@ -194,6 +194,11 @@ def test_every_path_works_through_the_pooler(pgbouncer, start_supervisor, tmp_pa
     woken_in = pickup_seconds(path, "woken")
     assert woken_in < scaled(3), f"a NOTIFY took {woken_in:.2f}s to wake a worker"
 
+    # prepared_statements="auto": nothing prepared through the pooler (1.18
+    # cannot keep them apart), where the direct connection would.
+    route = pooled_client(pgbouncer, "route")
+    assert route == {"default": False, "direct": True, "threshold": None}
+
     pages = pooled_client(pgbouncer, "admin")
     assert pages and set(pages.values()) == {200}, pages
     status = run_manage_py("steady_queue", "status", env=pgbouncer.environment())

@@ -105,7 +105,12 @@ def test_valid_declarations_report_nothing(configure):
         (
             {"task": "tests.tasks.no_such_task"},
             "steady_queue.E014",
-            ["'tests.tasks.no_such_task' cannot be imported"],
+            ["'task' names 'tests.tasks.no_such_task', which cannot be imported"],
+        ),
+        (
+            {"task": "tests.taskz.quick"},
+            "steady_queue.E014",
+            ["which cannot be imported (no module named 'tests.taskz')"],
         ),
         (
             {"task": "tests.tasks.not_a_task"},
@@ -128,6 +133,8 @@ def test_each_mistake_is_an_error_naming_the_entry(configure, entry, check_id, w
     assert error.msg.startswith(f"Recurring task 'bad' ({SETTINGS_ENTRY}['bad']): ")
     for word in words:
         assert word in error.msg
+    # A setting names the task, not a job: no job's advice.
+    assert "this job" not in error.msg
 
 
 def test_an_unreadable_schedule_shows_the_accepted_forms(configure):

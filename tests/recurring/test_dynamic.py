@@ -95,7 +95,7 @@ def test_a_bad_dynamic_task_is_refused_with_every_problem(configure):
     message = str(caught.value)
     assert "the time zone 'Nowhere/Special' is unknown" in message
     assert "missed='sometimes'" in message
-    assert "'tests.tasks.nothing' cannot be imported" in message
+    assert "'tests.tasks.nothing', which cannot be imported" in message
     assert not RecurringTask.objects.exists()
 
 

@@ -259,3 +259,15 @@ def test_a_payload_that_would_not_come_back_as_it_was_is_refused(payload):
         emit_event("refused:payload", payload)
     assert "cannot be stored" in str(refused.value)
     assert not Event.objects.filter(name="refused:payload").exists()
+
+
+def test_the_park_line_says_what_ends_the_wait(caplog):
+    caplog.set_level("INFO", logger="steady_queue.jobs")
+    tasks.waits_for.enqueue("paid:7")
+    tasks.waits_for.enqueue("paid:8", timeout=60)
+    run_pending()
+
+    lines = [r.getMessage() for r in caplog.records if "PARKED" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].endswith("when the event 'paid:7' is emitted (no timeout)")
+    assert "when the event 'paid:8' is emitted (or at 20" in lines[1]

@@ -1,8 +1,12 @@
 """Routing: giving saved jobs their execution row, through their limits."""
 
+from functools import partial
+
+from django.db import transaction
 from django.utils import timezone
 
 from ...decorators.limits import limits_by_job
+from ...pipeline.job_lines import log_failed_unrun
 from ...states import State
 from ..admission import BLOCKED, DISCARDED, READY, Admission
 from ..batch import Batch
@@ -125,3 +129,6 @@ class Routing:
         FailedExecution.objects.using(self.db).create_all_for(jobs, now)
         Batch.objects.using(self.db).count_ended(failed=jobs)
         JobDependency.objects.using(self.db).settle([(job, FAILED) for job in jobs])
+        # Said once it is so: the caller's transaction may yet roll back.
+        for job, error in jobs_and_errors:
+            transaction.on_commit(partial(log_failed_unrun, job, error), using=self.db)

@@ -1,0 +1,111 @@
+"""Whether a PostgreSQL connection prepares our hot-path statements.
+
+Django turns psycopg's prepared statements off unless a database's OPTIONS
+set ``"prepare_threshold"``: behind a pooler in transaction mode (PgBouncer
+before 1.21, or without ``max_prepared_statements``) each transaction may run
+on another server connection, where a statement prepared on the first does
+not exist. A connection that reaches the server itself has no such problem,
+and there our claim, finish and enqueue are planned once per connection
+instead of at every call.
+
+Each backend alias says what its database may do
+(``OPTIONS["prepared_statements"]``): ``True``, ``False``, or ``"auto"``, the
+default: prepare where the connection reaches PostgreSQL directly. The
+server is asked which port and address it was reached on, and they are
+compared with what the client dialed: a pooler or proxy in between reached
+the server on its own, and is left alone. A project's own
+``"prepare_threshold"`` always wins.
+"""
+
+import weakref
+
+AUTO = "auto"
+CHOICES = (True, False, AUTO)
+# Set on a connection where we turned preparing on: anyone else's statements
+# (prepare=None) are prepared after this many runs of the same text: never,
+# as Django leaves them. Ours ask for it themselves (prepare_now).
+OURS_ONLY = 2**31 - 1
+# Statement texts of ours seen once on a connection we turned preparing on,
+# at most this many (the hot path has a few dozen).
+SEEN_AT_MOST = 1000
+# Where the server was reached: its port, the address it was reached on (NULL
+# over a Unix socket) and its socket folders.
+SERVER_END_SQL = (
+    "SELECT current_setting('port'), host(inet_server_addr()),"
+    " current_setting('unix_socket_directories')"
+)
+
+# Database alias -> what its backend allows (choose); "auto" if none said.
+_choices = {}
+# Where a database alias's connections lead -> whether they reach the server
+# itself: asked once a process, since a new connection takes the same path.
+_direct = {}
+# psycopg connection -> the texts of ours it has run once (prepare_now).
+_seen = weakref.WeakKeyDictionary()
+
+
+def choose(database, choice):
+    """Record what a backend's ``prepared_statements`` allows on ``database``."""
+    _choices[database] = choice
+
+
+def allow_ours(connection):
+    """Let this Django connection prepare our statements where its database's
+    choice and its route allow; never change a project's own threshold."""
+    raw = connection.connection
+    if raw.prepare_threshold is not None:
+        return  # the project's OPTIONS, or already decided on this connection
+    choice = _choices.get(connection.alias, AUTO)
+    if choice is False:
+        return
+    if choice == AUTO and not reaches_the_server_itself(connection):
+        return
+    raw.prepare_threshold = OURS_ONLY
+
+
+def prepare_now(raw, query):
+    """Whether this run of our statement ``query`` on psycopg connection
+    ``raw`` should be prepared.
+
+    Where the project set its own threshold, from the first run, as before.
+    Where we turned preparing on, from the second: preparing costs a round
+    trip of its own, which a connection that runs the statement once (a web
+    request's enqueue under CONN_MAX_AGE 0) would never earn back.
+    """
+    if raw.prepare_threshold != OURS_ONLY:
+        return True
+    seen = _seen.setdefault(raw, set())
+    if query in seen:
+        return True
+    if len(seen) >= SEEN_AT_MOST:
+        seen.clear()
+    seen.add(query)
+    return False
+
+
+def reaches_the_server_itself(connection):
+    """Whether ``connection`` talks to PostgreSQL itself, not through a pooler
+    or proxy (answered once per route and process)."""
+    settings = connection.settings_dict
+    route = (connection.alias, settings["HOST"], settings["PORT"], settings["NAME"])
+    if route not in _direct:
+        # On the driver's connection, not through Django's cursor: asked once a
+        # process, it must not show in a test's count of the queries it made.
+        connection.ensure_connection()
+        raw = connection.connection
+        with connection.wrap_database_errors:
+            port, address, folders = raw.execute(SERVER_END_SQL).fetchone()
+        _direct[route] = same_end(raw.info, port, address, folders)
+    return _direct[route]
+
+
+def same_end(info, port, address, folders):
+    """Whether the client's end (psycopg's ``ConnectionInfo``) is the server's:
+    the same port and, over TCP, the same address, or over a Unix socket, one
+    of the server's socket folders."""
+    if str(info.port) != port:
+        return False
+    if address is None:
+        sockets = [folder.strip() for folder in folders.split(",")]
+        return not info.hostaddr and info.host in sockets
+    return info.hostaddr == address
