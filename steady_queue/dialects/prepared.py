@@ -55,6 +55,8 @@ def allow_ours(connection):
     raw = connection.connection
     if raw.prepare_threshold is not None:
         return  # the project's OPTIONS, or already decided on this connection
+    if "prepare_threshold" in connection.settings_dict.get("OPTIONS", {}):
+        return  # the project said None: nothing prepared, as it asks
     choice = _choices.get(connection.alias, AUTO)
     if choice is False:
         return

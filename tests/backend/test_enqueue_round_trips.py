@@ -270,3 +270,19 @@ def test_the_enqueue_function_announces_on_the_channel_workers_listen_on():
 
     migration = import_module("steady_queue.migrations.0010_enqueue_function")
     assert f"pg_notify('{READY_CHANNEL}'" in migration.CREATE_ENQUEUE_FUNCTION_SQL
+
+
+@one_statement
+def test_a_threshold_of_none_the_project_sets_prepares_nothing(prepared_choice):
+    # Django's documentation gives it for transaction poolers: followed as is.
+    prepared_choice("auto")
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    options["prepare_threshold"] = None
+    try:
+        before = prepared_statements()
+        for n in range(3):
+            tasks.add.enqueue(n, n)
+        assert prepared_statements() == before
+        assert connection.connection.prepare_threshold is None
+    finally:
+        del options["prepare_threshold"]

@@ -32,8 +32,13 @@ def database() -> dict:
             "HOST": env("BENCH_PG_HOST", "127.0.0.1"),
             "PORT": env("BENCH_PG_PORT", "5432"),
             "CONN_MAX_AGE": conn_max_age,
-            # Django's default (None) turns psycopg's prepared statements off.
-            "OPTIONS": {"prepare_threshold": prepare_threshold()},
+            # Left out unless asked (Django's default: psycopg prepares
+            # nothing); set to None, it is the project's explicit choice.
+            "OPTIONS": (
+                {}
+                if prepare_threshold() is None
+                else {"prepare_threshold": prepare_threshold()}
+            ),
         }
     if vendor == "mysql":
         if env("BENCH_MYSQL_DRIVER", "mysqlclient") == "pymysql":

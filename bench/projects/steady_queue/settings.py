@@ -26,6 +26,11 @@ TASKS = {
             ],
             "dispatchers": [{"polling_interval": 1, "batch_size": 500}],
             "preserve_finished_jobs": True,
+            # "auto" (the default) prepares the hot path on a direct
+            # connection; the "unprepared" variant shows what that gives.
+            "prepared_statements": {"auto": "auto", "false": False}[
+                env("BENCH_SQ_PREPARED", "auto")
+            ],
         },
     }
 }
