@@ -240,10 +240,13 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description=_("attempts"))
     def attempts(self, job):
+        state = observe(job).state
+        if state == State.FAILED and not job.attempts:
+            return 0  # failed without running: its error is no run's
         # A run that ended adds its worker; errors count runs that left no id.
         ended = max(job.attempts, job.error_count)
         # The run going on now is an attempt too, as get_result() counts it.
-        return ended + (1 if observe(job).state == State.RUNNING else 0)
+        return ended + (1 if state == State.RUNNING else 0)
 
     @admin.display(description=_("queue"))
     def queue(self, job):

@@ -17,6 +17,7 @@ the server on its own, and is left alone. A project's own
 ``"prepare_threshold"`` always wins.
 """
 
+import os
 import weakref
 
 AUTO = "auto"
@@ -108,6 +109,12 @@ def same_end(info, port, address, folders):
     if str(info.port) != port:
         return False
     if address is None:
-        sockets = [folder.strip() for folder in folders.split(",")]
-        return not info.hostaddr and info.host in sockets
+        # One folder has several spellings (/var/run is /run on Debian, a
+        # trailing slash): compared as the file system resolves them.
+        sockets = {_resolved(folder) for folder in folders.split(",")}
+        return not info.hostaddr and _resolved(info.host) in sockets
     return info.hostaddr == address
+
+
+def _resolved(folder):
+    return os.path.realpath(folder.strip()) if folder.strip() else ""

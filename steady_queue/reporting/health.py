@@ -16,7 +16,6 @@ from ..conf.version import code_version, recorded
 from ..migration_state import not_migrated_message
 from ..models import Process
 from ..models.process import describe_version
-from ..processes.pidfile import is_running
 from .handbacks import stranded_by_task
 
 
@@ -141,11 +140,21 @@ def _supervisor_check(backend, processes, now, this_host):
     where = "on this host" if this_host else "anywhere"
     if this_host:
         supervisors = supervisors.filter(hostname=socket.gethostname())
-    alive = list(supervisors.alive(threshold, now))
-    if this_host:
-        # A killed supervisor keeps a fresh heartbeat row for a while: on
-        # this host its pid says at once whether it still runs.
-        alive = [process for process in alive if is_running(process.pid)]
+    alive, killed = [], []
+    for process in supervisors.alive(threshold, now):
+        # A killed supervisor keeps a fresh heartbeat row for a while: where
+        # its PID means what it says here (same PID namespace), the PID tells
+        # at once; another container's sharing the hostname keeps its
+        # heartbeat's word.
+        (killed if process.has_exited_here() else alive).append(process)
+    if not alive and killed:
+        pids = ", ".join(str(process.pid) for process in killed)
+        return Check(
+            "supervisor",
+            False,
+            f"no supervisor {where} is running: its process is gone (PID {pids}), "
+            "killed without stopping (is `manage.py steady_queue` running?)",
+        )
     if not alive:
         return Check(
             "supervisor",

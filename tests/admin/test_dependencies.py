@@ -6,6 +6,8 @@ from django.urls import reverse
 from steady_queue import depends_on
 from tests import tasks
 
+from .fields import field_value
+
 pytestmark = pytest.mark.django_db
 
 
@@ -66,8 +68,9 @@ def test_a_dependent_that_never_ran_reads_so_not_as_a_failed_attempt(operator):
     failure = content[content.index('id="sq-failure"') :].split("</p>")[0]
     assert "DependencyFailedError" in failure
     assert "it did not run" in failure and "attempt 1" not in failure
-    # No attempts to list: it had none.
+    # No attempts to list: it had none, as get_result() counts them.
     assert 'id="sq-attempts"' not in content
+    assert field_value(content, "attempts") == "0"
 
 
 @pytest.mark.django_db(transaction=True)

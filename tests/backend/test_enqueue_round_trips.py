@@ -182,7 +182,7 @@ def test_a_direct_connection_prepares_our_statements_and_no_others(prepared_choi
         assert cursor.fetchone()[0] == 0
 
 
-def test_the_server_end_is_compared_with_the_client_end():
+def test_the_server_end_is_compared_with_the_client_end(tmp_path):
     def client(host, hostaddr, port):
         return SimpleNamespace(host=host, hostaddr=hostaddr, port=port)
 
@@ -196,6 +196,11 @@ def test_the_server_end_is_compared_with_the_client_end():
         client("pool", "10.0.0.9", 5432), "5432", "10.0.0.5", ""
     )
     assert not prepared.same_end(client("/srv/pool", "", 5432), "5432", None, folders)
+    # One socket folder, spelt another way.
+    assert prepared.same_end(client("/tmp/", "", 5432), "5432", None, folders)
+    linked = tmp_path / "linked"
+    linked.symlink_to("/tmp")
+    assert prepared.same_end(client(str(linked), "", 5432), "5432", None, folders)
 
 
 @one_statement

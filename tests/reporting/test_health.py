@@ -71,9 +71,10 @@ def test_a_killed_supervisor_is_unhealthy_at_once_though_its_row_is_fresh():
     ok, out, _ = health()
 
     assert not ok
-    assert "FAIL supervisor" in out
-    # The view asks about any host: it cannot see another host's pids.
-    assert health("--anywhere")[0]
+    assert "FAIL supervisor: no supervisor on this host is running: its process" in out
+    # Asked about any host (the view), the row is judged by its PID too: it
+    # was written in this PID namespace, where that PID is gone.
+    assert not health("--anywhere")[0]
 
 
 def test_the_view_answers_200_or_503_with_each_check_to_staff(admin_client):
@@ -113,3 +114,23 @@ def test_the_metrics_token_reads_the_details(client, settings):
         }
     )
     assert "no supervisor anywhere" in right.json()["checks"]["supervisor"]["detail"]
+
+
+def exited_pid():
+    """The PID of a process that has run and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_supervisor_of_another_pid_namespace_keeps_its_heartbeats_word():
+    # A sidecar container with the same hostname: its PIDs are not ours.
+    row = supervisor()
+    Process.objects.filter(pk=row.pk).update(
+        pid=exited_pid(), metadata={"pid_namespace": "another-boot:4026531836"}
+    )
+
+    ok, out, _ = health()
+
+    assert ok
+    assert "ok   supervisor: 1 alive on this host" in out
