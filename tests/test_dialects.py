@@ -145,3 +145,37 @@ def test_literal_ids_select_exactly_their_rows_and_refuse_what_is_not_a_number()
     assert Job.objects.exclude(pk__in=LiteralIds([])).count() == 3
     with pytest.raises(ValueError):
         LiteralIds(["1) OR (1=1"])
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        ["EXECUTE sq_never_prepared"],  # 26000: what a pooler's other server says
+        ["PREPARE sq_twice AS SELECT 1", "PREPARE sq_twice AS SELECT 1"],  # 42P05
+    ],
+)
+def test_a_prepared_statement_a_pooler_lost_is_reported_with_what_to_do(statements):
+    from django.db import DatabaseError
+
+    from steady_queue.dialects import database_error_line
+
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements by name are PostgreSQL's")
+    with pytest.raises(DatabaseError) as failed, connection.cursor() as cursor:
+        for sql in statements:
+            cursor.execute(sql)
+    line = database_error_line(failed.value)
+    assert "a pooler in transaction mode is between this process and PostgreSQL" in line
+    assert "OPTIONS['prepared_statements']" in line
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+
+def test_other_database_errors_get_no_pooler_hint():
+    from django.db import DatabaseError
+
+    from steady_queue.dialects import database_error_line
+
+    with pytest.raises(DatabaseError) as failed, connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM sq_no_such_table")
+    assert "pooler" not in database_error_line(failed.value)

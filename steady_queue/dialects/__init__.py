@@ -9,6 +9,7 @@ import time
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from . import prepared
 from .base import Dialect
 from .mysql import MySQL
 from .postgresql import PostgreSQL
@@ -145,4 +146,5 @@ __all__ = [
 def database_error_line(error):
     """The first line of a database error, with its class: for one-line reports."""
     first = (str(error).strip().splitlines() or [""])[0]
-    return f"{type(error).__name__}: {first}"
+    hint = prepared.pooler_hint(error)
+    return f"{type(error).__name__}: {first}" + (f"; {hint}" if hint else "")

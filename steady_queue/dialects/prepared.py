@@ -36,6 +36,17 @@ SERVER_END_SQL = (
     " current_setting('unix_socket_directories')"
 )
 
+# "prepared statement ... does not exist" and "... already exists": a
+# statement prepared on one server connection met another, behind a pooler.
+POOLED_STATES = {"26000", "42P05"}
+POOLED_HINT = (
+    "a statement prepared on one server connection ran on another: a pooler "
+    "in transaction mode is between this process and PostgreSQL. Set "
+    "OPTIONS['prepared_statements'] to \"auto\" or False (or, on PgBouncer "
+    "1.21 or later, its max_prepared_statements), and take prepare_threshold "
+    "out of the database's OPTIONS"
+)
+
 # Database alias -> what its backend allows (choose); "auto" if none said.
 _choices = {}
 # Where a database alias's connections lead -> whether they reach the server
@@ -118,3 +129,10 @@ def same_end(info, port, address, folders):
 
 def _resolved(folder):
     return os.path.realpath(folder.strip()) if folder.strip() else ""
+
+
+def pooler_hint(error):
+    """What to do about ``error``, where it is a prepared statement that a
+    pooler lost; else None."""
+    cause = error.__cause__ or error
+    return POOLED_HINT if getattr(cause, "sqlstate", None) in POOLED_STATES else None
