@@ -54,6 +54,9 @@ def collect_status(backend):
                     (now - process.last_heartbeat_at).total_seconds(), 1
                 ),
                 "running": running_by_process.get(process.pk, 0),
+                # Killed on this machine (its PID is gone), its row not yet
+                # pruned: Process.has_exited_here.
+                "exited": process.has_exited_here(),
                 "metadata": process.metadata,
             }
             for process in Process.objects.using(db).order_by("supervisor_id", "pk")
@@ -202,7 +205,8 @@ def print_status(backend, out, as_json=False):
                 str(p["pid"]),
                 p["hostname"],
                 p["code_version"] or "-",
-                f"{p['heartbeat_age_seconds']:.1f}s ago",
+                f"{p['heartbeat_age_seconds']:.1f}s ago"
+                + (" (process gone)" if p["exited"] else ""),
                 str(p["running"]),
             )
             for p in status["processes"]

@@ -361,3 +361,22 @@ def test_status_shows_the_busy_rate_keys_and_their_waiting_jobs(tmp_path):
     text = run("status")
     assert "Rate limits (starts in the window now; the busiest keys):" in text
     assert "tests.tasks.ten_a_second/api  10 of 10 per 1 s, 2 waiting" in text
+
+
+def test_status_marks_a_process_killed_on_this_machine_as_gone():
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its PID is gone, as a worker's after kill -9
+    row = Process.objects.register(kind="worker", name="worker-killed")
+    Process.objects.filter(pk=row.pk).update(pid=child.pid)
+    Process.objects.register(kind="worker", name="worker-alive")
+
+    status = json.loads(run("status", "--json"))
+    exited = {p["name"]: p["exited"] for p in status["processes"]}
+    assert exited == {"worker-killed": True, "worker-alive": False}
+    lines = run("status").splitlines()
+    killed = next(line for line in lines if "worker-killed" in line)
+    alive = next(line for line in lines if "worker-alive" in line)
+    assert "(process gone)" in killed and "(process gone)" not in alive
