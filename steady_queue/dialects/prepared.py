@@ -20,8 +20,15 @@ the server on its own, and is left alone. A project's own
 import os
 import weakref
 
+import django
+
 AUTO = "auto"
 CHOICES = (True, False, AUTO)
+# Before 6.1, Django's query capture (CaptureQueriesContext, the debug
+# toolbar) records a prepared statement's SQL as None: psycopg keeps no query
+# text for it, and only 6.1 falls back to the SQL it was given. "auto" leaves
+# those versions as they were; True prepares there too.
+AUTO_PREPARES = django.VERSION >= (6, 1)
 # Set on a connection where we turned preparing on: anyone else's statements
 # (prepare=None) are prepared after this many runs of the same text: never,
 # as Django leaves them. Ours ask for it themselves (prepare_now).
@@ -72,7 +79,7 @@ def allow_ours(connection):
     choice = _choices.get(connection.alias, AUTO)
     if choice is False:
         return
-    if choice == AUTO and not reaches_the_server_itself(connection):
+    if choice == AUTO and not (AUTO_PREPARES and reaches_the_server_itself(connection)):
         return
     raw.prepare_threshold = OURS_ONLY
 

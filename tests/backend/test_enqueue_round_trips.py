@@ -159,6 +159,9 @@ def test_nothing_is_prepared_where_the_backend_says_false(prepared_choice):
 
 
 @one_statement
+@pytest.mark.skipif(
+    not prepared.AUTO_PREPARES, reason="auto prepares from Django 6.1 on"
+)
 def test_a_direct_connection_prepares_our_statements_and_no_others(prepared_choice):
     prepared_choice("auto")
     assert prepared.reaches_the_server_itself(connection)
@@ -291,3 +294,18 @@ def test_a_threshold_of_none_the_project_sets_prepares_nothing(prepared_choice):
         assert connection.connection.prepare_threshold is None
     finally:
         del options["prepare_threshold"]
+
+
+@one_statement
+@pytest.mark.skipif(prepared.AUTO_PREPARES, reason="Django 6.1 shows prepared SQL")
+def test_auto_prepares_nothing_where_query_capture_would_lose_the_sql(
+    prepared_choice,
+):
+    # Django 5.2 and 6.0 record a prepared statement's SQL as None.
+    prepared_choice("auto")
+    before = prepared_statements()
+    with CaptureQueriesContext(connection) as captured:
+        for n in range(3):
+            tasks.add.enqueue(n, n)
+    assert prepared_statements() == before
+    assert all(query["sql"] for query in captured)
