@@ -23,7 +23,6 @@ import weakref
 import django
 
 AUTO = "auto"
-CHOICES = (True, False, AUTO)
 # Before 6.1, Django's query capture (CaptureQueriesContext, the debug
 # toolbar) records a prepared statement's SQL as None: psycopg keeps no query
 # text for it, and only 6.1 falls back to the SQL it was given. "auto" leaves

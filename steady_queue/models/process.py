@@ -208,13 +208,7 @@ class Process(models.Model):
         here = pid_namespace()
         if here is None or self.metadata.get("pid_namespace") != here:
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False  # the PID is taken, by another user's process
-        return False
+        return not is_running(self.pid)
 
     def heartbeat(self):
         """Record that this process is alive; return False if its row is gone."""
@@ -326,6 +320,18 @@ class Process(models.Model):
             self.cancelled_runs().stopped()
             rows.delete()
         return job_ids
+
+
+def is_running(pid):
+    """Whether a process with this PID runs in this PID namespace (another
+    user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @functools.cache

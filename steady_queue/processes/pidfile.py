@@ -3,6 +3,9 @@
 import os
 
 from ..exceptions import DuplicateSupervisorError
+from ..models.process import is_running
+
+__all__ = ["Pidfile", "is_running"]
 
 
 class Pidfile:
@@ -35,14 +38,3 @@ class Pidfile:
                 return int(file.read().strip() or 0) or None
         except (FileNotFoundError, ValueError):
             return None
-
-
-def is_running(pid):
-    """Whether a process with this pid runs on this host (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
