@@ -79,3 +79,15 @@ def readme_block(marker, language="python"):
     blocks = re.findall(rf"^```{re.escape(language)}\n(.*?)^```$", text, re.M | re.S)
     (found,) = [block for block in blocks if marker in block]
     return found
+
+
+def files_on(page):
+    """{path: code} of the page's python blocks whose first line names the
+    file they are, as ``# shop/tasks.py`` or ``# mysite/settings.py (after
+    ...)``: what a reader writes to that file."""
+    files = {}
+    for block in code_blocks(page):
+        named = re.match(r"# ((?:mysite|shop)/[\w/]+\.py)\b", block)
+        if named:
+            files[named.group(1)] = block
+    return files

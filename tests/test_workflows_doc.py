@@ -9,22 +9,12 @@ one would (no token), and the order ships with the card charged once.
 
 import json
 
-from .docs_blocks import code_blocks, readme_block
+from .docs_blocks import files_on, readme_block
 from .new_site import MARKS, Project
 
 pytestmark = MARKS
 
 PAGE = "workflows.rst"
-
-
-def files_on(page):
-    """{path: code} of the page's blocks that name their file first."""
-    files = {}
-    for block in code_blocks(page):
-        first = block.splitlines()[0]
-        if first.startswith(("# shop/", "# mysite/")) and first.endswith(".py"):
-            files[first[2:]] = block
-    return files
 
 
 def post(project, url, data, csrf_checks):

@@ -9,7 +9,6 @@ site's, the site's database none of steady_queue's, and each alias's job
 must run from its own server.
 """
 
-import re
 import uuid
 
 import psycopg
@@ -17,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from ..docs_blocks import code_blocks
+from ..docs_blocks import code_blocks, files_on
 from ..new_site import Project
 from .private_postgres import PostgresServer
 
@@ -28,17 +27,6 @@ pytestmark = [
 ]
 
 PAGE = "scaling.rst"
-
-
-def files_on(page):
-    """{path: code} of the page's python blocks that name their file first."""
-    files = {}
-    for block in code_blocks(page):
-        first = block.splitlines()[0]
-        match = re.match(r"# (mysite/\w+\.py|shop/\w+\.py)", first)
-        if match:
-            files[match.group(1)] = block
-    return files
 
 
 def commands_on(page):
