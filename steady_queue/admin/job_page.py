@@ -243,6 +243,13 @@ class Story:
     moment: datetime | None = None
 
 
+def failed_without_running(job, state):
+    """Whether the job, in ``state``, failed with no run at all: a dependency
+    failed, or its task could not be loaded. Its error is no attempt's, and
+    it counts no attempt, as get_result() counts them."""
+    return state == State.FAILED and not job.attempts
+
+
 def story_of(job, observed, attempts, wait, dependencies):
     """The Story of a job from what its page already read: the Observed
     state, attempts_of(), the ShownWait (or None) and dependencies_of()."""
@@ -269,9 +276,7 @@ def story_of(job, observed, attempts, wait, dependencies):
             moment=job.finished_at,
         )
     if state == State.FAILED:
-        if not job.attempts:
-            # Its error is not a run's: a dependency failed, or its task
-            # could not be loaded.
+        if failed_without_running(job, state):
             headline = gettext("Failed without running")
         elif failures:
             headline = ngettext(

@@ -37,7 +37,13 @@ from .filters import (
     TaskFilter,
 )
 from .job_operations import OPERATIONS, operate
-from .job_page import attempts_of, dependencies_of, last_failed, story_of
+from .job_page import (
+    attempts_of,
+    dependencies_of,
+    failed_without_running,
+    last_failed,
+    story_of,
+)
 from .job_steps import shown_value, steps_and_wait
 
 
@@ -241,8 +247,8 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     @admin.display(description=_("attempts"))
     def attempts(self, job):
         state = observe(job).state
-        if state == State.FAILED and not job.attempts:
-            return 0  # failed without running: its error is no run's
+        if failed_without_running(job, state):
+            return 0
         # A run that ended adds its worker; errors count runs that left no id.
         ended = max(job.attempts, job.error_count)
         # The run going on now is an attempt too, as get_result() counts it.
@@ -454,14 +460,12 @@ def _error_first(job):
     job._sq_shown_wait = steps["sq_wait"]
     dependencies = dependencies_of(job)
     succeeded = observed.state == State.FINISHED
-    failed = observed.state == State.FAILED
-    # Failed with no run at all (its dependency failed, its task would not
-    # load): its error is no attempt's, and it has no attempts to list.
-    never_ran = failed and not job.attempts
+    # No attempts to list for a job that never ran.
+    never_ran = failed_without_running(job, observed.state)
     return {
         "sq_story": story_of(job, observed, attempts, steps["sq_wait"], dependencies),
         "sq_result_text": shown_value(job.return_value) if job.finished_at else "",
-        "sq_failed": failed,
+        "sq_failed": observed.state == State.FAILED,
         "sq_never_ran": never_ran,
         # A job that failed, or is being retried, leads with its latest error;
         # one that succeeded keeps its earlier failures in the attempts table.
