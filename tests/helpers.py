@@ -2,6 +2,8 @@
 
 import contextlib
 import os
+import subprocess
+import sys
 import time
 
 # Deadlines are stretched by this factor on a loaded machine (scripts/test-matrix
@@ -102,3 +104,11 @@ def holding_a_transaction(work, seconds):
     threading.Thread(target=hold, daemon=True).start()
     assert ran.wait(scaled(10)), "the held transaction did not run"
     return release, committed
+
+
+def exited_pid():
+    """The PID of a process that has run and been reaped: nothing has it now
+    (a PID is not reused this soon), as a process's after kill -9."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

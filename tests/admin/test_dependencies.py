@@ -87,7 +87,11 @@ def test_a_dependent_that_never_ran_is_logged_once_in_the_jobs_voice(caplog):
         r for r in caplog.records if r.getMessage().startswith(f"job {dependent.id} ")
     ]
     assert [r.levelname for r in lines] == ["ERROR"]
-    assert lines[0].getMessage().startswith(
-        f"job {dependent.id} tests.tasks.noop FAILED without running: "
-        "steady_queue.exceptions.DependencyFailedError: Job "
+    assert (
+        lines[0]
+        .getMessage()
+        .startswith(
+            f"job {dependent.id} tests.tasks.noop FAILED without running: "
+            "steady_queue.exceptions.DependencyFailedError: Job "
+        )
     )

@@ -1,8 +1,6 @@
 """Processes, recurring tasks, semaphores and the dashboard."""
 
 import re
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -20,6 +18,7 @@ from steady_queue.models import (
 from steady_queue.models.process import pid_namespace
 from tests.admin.conftest import VIEW, staff_with
 from tests.factories import make_job
+from tests.helpers import exited_pid
 
 pytestmark = pytest.mark.django_db
 
@@ -328,14 +327,6 @@ def test_the_dashboard_is_calm_when_every_queue_is_read(operator):
     assert "Running" in queue_status(content, "default")
     # A failed job makes its card red.
     assert 'class="sq-card sq-alarm" href' in content.split('id="sq-count-failed"')[0]
-
-
-def exited_pid():
-    """The PID of a process that has run and been reaped: nothing has it now
-    (a PID is not reused this soon)."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
 
 
 def test_a_worker_killed_on_this_machine_is_not_alive_though_its_row_is_fresh(

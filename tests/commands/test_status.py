@@ -14,6 +14,7 @@ from django.utils import timezone
 import steady_queue
 from steady_queue.models import Pause, Process
 from tests.factories import make_job
+from tests.helpers import exited_pid
 
 pytestmark = pytest.mark.django_db
 
@@ -364,13 +365,8 @@ def test_status_shows_the_busy_rate_keys_and_their_waiting_jobs(tmp_path):
 
 
 def test_status_marks_a_process_killed_on_this_machine_as_gone():
-    import subprocess
-    import sys
-
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()  # its PID is gone, as a worker's after kill -9
     row = Process.objects.register(kind="worker", name="worker-killed")
-    Process.objects.filter(pk=row.pk).update(pid=child.pid)
+    Process.objects.filter(pk=row.pk).update(pid=exited_pid())
     Process.objects.register(kind="worker", name="worker-alive")
 
     status = json.loads(run("status", "--json"))

@@ -1,7 +1,5 @@
 """health: the command and the view, against process rows in each condition."""
 
-import subprocess
-import sys
 from datetime import timedelta
 from io import StringIO
 
@@ -9,6 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from steady_queue.models import Process
+
+from ..helpers import exited_pid
 
 pytestmark = pytest.mark.django_db
 
@@ -60,13 +60,7 @@ def test_a_supervisor_that_stopped_heartbeating_is_unhealthy():
 
 
 def test_a_killed_supervisor_is_unhealthy_at_once_though_its_row_is_fresh():
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    supervisor(pid=int(gone.stdout))
+    supervisor(pid=exited_pid())
 
     ok, out, _ = health()
 
@@ -114,13 +108,6 @@ def test_the_metrics_token_reads_the_details(client, settings):
         }
     )
     assert "no supervisor anywhere" in right.json()["checks"]["supervisor"]["detail"]
-
-
-def exited_pid():
-    """The PID of a process that has run and been reaped."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
 
 
 def test_a_supervisor_of_another_pid_namespace_keeps_its_heartbeats_word():
