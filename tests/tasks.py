@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import threading
 import time
 import uuid
 from datetime import date, datetime, timedelta
@@ -276,6 +277,34 @@ async def async_overruns_its_timeout(seconds):
 @timeout(None)
 def has_no_timeout():
     return "unlimited"
+
+
+# Short jobs on the claiming thread (tests/integration/test_short_jobs.py).
+# Each run appends "label pid thread-name" to a file.
+
+
+def _note_thread(path, label):
+    with open(path, "a") as file:
+        file.write(f"{label} {os.getpid()} {threading.current_thread().name}\n")
+
+
+@task
+def notes_its_thread(path, label, gate=None):
+    """Note the thread; with a gate, then wait (up to 15 s) for that file."""
+    _note_thread(path, label)
+    deadline = time.monotonic() + 15
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return label
+
+
+@timeout(1)
+@task
+def notes_its_thread_then_sleeps(path, label, seconds=0):
+    """Note the thread, then sleep: past its 1 s timeout if told to."""
+    _note_thread(path, label)
+    time.sleep(seconds)
+    return label
 
 
 # Retries. Each run appends a line, so a task can tell which attempt it is on.

@@ -40,14 +40,14 @@ class SteadyQueue(System):
         }
         return [
             Variant("default", self.title, settings, env),
-            # prepared_statements "auto" prepares the hot path on a direct
-            # connection, as here: what it gives, against it turned off (all
-            # a project got before, unless it set prepare_threshold).
+            # inline_short_jobs runs short jobs on the claiming thread: what
+            # it gives, against every job handed to a pool thread (all a
+            # worker did before issue #50's fifth wave).
             Variant(
-                "unprepared",
-                "steady_queue (prepared_statements False)",
-                f"as above, with OPTIONS prepared_statements False; {settings}",
-                {**env, "BENCH_SQ_PREPARED": "false"},
+                "pool_only",
+                "steady_queue (inline_short_jobs False)",
+                f"as above, with workers' inline_short_jobs False; {settings}",
+                {**env, "BENCH_SQ_INLINE": "false"},
                 databases=("postgresql",),
             ),
         ]

@@ -26,6 +26,8 @@ class WorkerConfig:
     max_memory_mb: float | None = None
     # Claim short jobs ahead of free threads (processes/prefetch.py).
     claim_ahead: bool = True
+    # Run short sync tasks' jobs on the claiming thread (processes/short_jobs.py).
+    inline_short_jobs: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

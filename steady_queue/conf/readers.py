@@ -128,6 +128,7 @@ _WORKER_READERS = {
     "max_tasks": lambda v, w, e: None if v is None else _positive_int(v, w, e),
     "max_memory_mb": lambda v, w, e: None if v is None else _megabytes(v, w, e),
     "claim_ahead": _boolean,
+    "inline_short_jobs": _boolean,
 }
 
 _DISPATCHER_READERS = {

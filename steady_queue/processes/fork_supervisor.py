@@ -4,19 +4,17 @@ import gc
 import logging
 import os
 import signal
-import sys
 import time
 from functools import partial
 
 from ..exceptions import TaskTimeoutError, error_payload, timeout_message
 from ..models import Process
-from ..tracing import flush_spans
 from .base import HANDLED_SIGNALS
+from .child_exit import REPLACE_EXIT_CODE, exit_at_once, exit_code
 from .db import close_quietly
 from .sentinel import WatchedDeadlines, deadline_pipe
 from .shared_claims import SharedClaims, slots_for
 from .supervisor import Child, Supervisor
-from .worker import REPLACE_EXIT_CODE
 
 logger = logging.getLogger("steady_queue")
 
@@ -109,17 +107,11 @@ class ForkSupervisor(Supervisor):
             process.start()
             # A worker that was recycled or stopped an overrunning job asks to
             # be replaced; it has handed back every claim already.
-            code = REPLACE_EXIT_CODE if process_wants_replacement(process) else 0
+            code = exit_code(process)
         except BaseException:
             logger.exception("%s %s crashed", child.spec.kind, child.name)
         finally:
-            # os._exit runs no exit handler: the tracer's would have
-            # exported the spans its batch processor still queues.
-            flush_spans()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # Skip the parent's atexit handlers and buffered state.
-            os._exit(code)
+            exit_at_once(code)
 
     def reap_children(self):
         while self.children:
@@ -282,10 +274,6 @@ class ForkSupervisor(Supervisor):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # Already gone: reaped next loop.
-
-
-def process_wants_replacement(process):
-    return getattr(process, "replacement_reason", None) is not None
 
 
 def describe_exit(status):

@@ -19,13 +19,21 @@ class Poller(Runnable):
 
     def run(self):
         while not self.stopping:
-            self.came_round()
-            if self.supervisor_went_away():
-                logger.warning("%s: its supervisor is gone; stopping", self.description)
-                self.stop()
+            delay = self.turn()
+            if delay is None:
                 break
-            _, delay = self.guard.call(self.poll)
             self.pause(delay)
+
+    def turn(self):
+        """One round of the loop: a poll, unless the supervisor is gone.
+        Return how long to sleep before the next, or None to stop."""
+        self.came_round()
+        if self.supervisor_went_away():
+            logger.warning("%s: its supervisor is gone; stopping", self.description)
+            self.stop()
+            return None
+        _, delay = self.guard.call(self.poll)
+        return delay
 
     def pause(self, seconds):
         """Sleep until woken or ``seconds`` pass, checking on the supervisor."""

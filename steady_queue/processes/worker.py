@@ -1,5 +1,13 @@
 """Worker: claims ready jobs for its idle threads and records what they produce.
 
+A job's path, top to bottom: ``poll`` claims (``claim_marking_started``),
+``start_waiting`` marks each claim started as a thread takes it, ``_start``
+loads its task and branches: an async task goes to the pool's event loop, a
+rate-limited or long sync task to a pool thread, a short sync task
+(ShortJobs) runs here, on the claiming thread (``run_here``), with Relief
+polling beside it should it run long. Every run ends in ``completed``, and
+``record_outcomes`` writes the outcomes of a round in one transaction.
+
 It is also the sentinel for its own jobs: a sync job past its timeout cannot be
 interrupted, so the worker fails it and exits to be replaced; and it recycles
 itself (max_tasks, max_memory_mb) by draining and exiting the same way.
@@ -23,7 +31,9 @@ from ..models import ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from ..tracing import tracing
+from .child_exit import exit_at_once, exit_code
 from .handback import Handbacks
+from .job_connections import JobConnections
 from .job_stopping import CLAIM_CHECK_INTERVAL, JobStopping
 from .listener import ReadyListener
 from .outcome_recorder import OutcomeRecorder
@@ -32,8 +42,10 @@ from .pool import Pool
 from .prefetch import Prefetch
 from .queue_selector import QueueSelector
 from .recycling import Recycler
+from .relief import Relief
 from .sentinel import Deadlines
 from .shared_claims import UNSHARED
+from .short_jobs import ShortJobs
 
 logger = logging.getLogger("steady_queue")
 
@@ -42,9 +54,6 @@ FULL_POOL_WAIT = 10.0
 # An async job is cancelled on the loop at its timeout; only if the loop is
 # blocked (sync code in a coroutine) does the sentinel step in, this much later.
 ASYNC_GRACE = 2.0
-# A forked worker exits with this to be replaced at once: it was recycled or
-# stopped an overrunning job, and holds no claims. Not a crash: no backoff.
-REPLACE_EXIT_CODE = 75
 
 
 class Worker(JobStopping, Poller):
@@ -115,6 +124,16 @@ class Worker(JobStopping, Poller):
         self.owns_process = self.supervisor_pid is not None
         self.deadlines = Deadlines()
         self.recycler = Recycler(config, measure_memory=self.owns_process)
+        # Short tasks' jobs run on the claiming thread: forked workers only,
+        # as Relief ends the process should one of them hold it up at a stop
+        # (in thread mode the loop shares the supervisor's process).
+        self.short_jobs = ShortJobs(
+            enabled=config.inline_short_jobs and self.owns_process
+        )
+        self.job_connections = JobConnections(self.database)
+        # Set at boot when short jobs run here: the thread that claims.
+        self.claiming_thread = None
+        self.relief = None
         # Why this worker asked to be replaced; None if it was just stopped.
         self.replacement_reason = None
         # When a drain to be replaced gives up on the jobs still running.
@@ -136,6 +155,12 @@ class Worker(JobStopping, Poller):
 
     def boot(self):
         self.pool.start()
+        if self.short_jobs.enabled:
+            self.claiming_thread = threading.get_ident()
+            self.relief = Relief(
+                self.relieve, self.shut_down_beside_run, name=self.description
+            )
+            self.relief.start()
         announced = ReadyListener.is_supported(self.database)
         if self.options.local_wakeup and not announced:
             # Before registering: once the process row shows, a job made ready
@@ -265,8 +290,10 @@ class Worker(JobStopping, Poller):
         its own supervisor also knows which marked ones a thread had not
         begun (shared_claims) and puts those back too.
         """
-        # A loop, not one round: a pool that runs its jobs inline (Burst's,
-        # for run_pending) has an idle thread again after each of them.
+        # A loop, not one round: a job run here, on the claiming thread, or
+        # by a pool that runs its jobs inline (Burst's, for run_pending)
+        # leaves an idle thread again after it.
+        turns = self.relief_turns()
         while self.waiting and self.pool.idle_threads > 0:
             count = min(len(self.waiting), self.pool.idle_threads)
             unmarked = next(
@@ -292,6 +319,12 @@ class Worker(JobStopping, Poller):
                 self.marked.discard(claim.job.pk)
                 # The attempt starts now: a claim taken ahead waited for a thread.
                 self.perform(replace(claim, claimed_at=timezone.now()))
+                if self.relief_turns() != turns:
+                    break
+            if self.relief_turns() != turns:
+                # Relief polled while a job ran here: the waiting claims and
+                # their marks may have changed under this loop's count.
+                break
         if self.unloadable:
             self.hand_back_unloadable()
 
@@ -434,14 +467,42 @@ class Worker(JobStopping, Poller):
             self.coroutines[job.pk] = self.pool.post_coroutine(
                 lambda: self.runner.arun(claim, task, seconds)
             )
+        elif self.runs_here(job):
+            self.deadlines.watch(job, seconds)
+            self.run_here(claim, task)
         else:
             self.deadlines.watch(job, seconds)
             self.pool.post(lambda: self._run(claim, task))
         return True
 
+    def runs_here(self, job):
+        """Whether this thread runs the job itself: a short task's, on the
+        claiming thread. A rate-limited job is stamped as started after
+        _start returns, which for a run here would be after it ended."""
+        return (
+            self.short_jobs.is_short(job.task_path)
+            and not job.rate_keys
+            and threading.get_ident() == self.claiming_thread
+        )
+
+    def run_here(self, claim, task):
+        """Run a short task's job on the claiming thread, no hand-off to the
+        pool; Relief polls meanwhile should it run long."""
+        with self.relief.running():
+            with self.job_connections.in_use():
+                outcome = self._run(claim, task)
+            # Inside running(): a Relief shutting the worker down meanwhile
+            # waits for this outcome, and must not hand the job back.
+            self.completed(outcome)
+
+    def relief_turns(self):
+        """How many polls Relief has made (0 without Relief)."""
+        return self.relief.turns if self.relief is not None else 0
+
     def _run(self, claim, task):
-        """Run a sync job on a pool thread; never leave it without an outcome."""
+        """Run a sync job on this thread; never leave it without an outcome."""
         self.deadlines.threads[claim.job.pk] = threading.get_ident()
+        began, cpu = time.perf_counter(), time.thread_time()
         try:
             return self.runner.run(claim, task)
         except BaseException as error:
@@ -452,6 +513,31 @@ class Worker(JobStopping, Poller):
                 "%s: running job %s failed", self.description, claim.job.pk
             )
             return self.runner.not_runnable(claim, error, task)
+        finally:
+            if self.short_jobs.enabled:
+                self.short_jobs.observe(
+                    claim.job.task_path,
+                    time.perf_counter() - began,
+                    time.thread_time() - cpu,
+                )
+
+    def relieve(self):
+        """One turn of the loop on Relief's thread, while a job holds up the
+        claiming thread: the sleep before the next, or None once stopping."""
+        delay = None if self.stopping else self.turn()
+        return None if self.stopping else delay
+
+    def shut_down_beside_run(self):
+        """On Relief's thread, the worker stopping while a job holds up the
+        claiming thread, which cannot get to the shutdown: shut down here,
+        then end the process and the run with it, as a forked worker ends a
+        pool thread it could not stop."""
+        try:
+            self.shutdown()
+        except BaseException:
+            logger.exception("%s: shutting down failed", self.description)
+        finally:
+            exit_at_once(exit_code(self))
 
     def completed(self, outcome):
         """Called from pool threads: queue the outcome and wake the main loop."""
@@ -538,6 +624,8 @@ class Worker(JobStopping, Poller):
 
     def stop_working(self):
         """Let running jobs finish up to shutdown_timeout, then hand the rest back."""
+        if self.relief is not None:
+            self.relief.stop()
         if self.listener is not None:
             self.listener.stop()
         self.close_doorbell()
@@ -554,3 +642,6 @@ class Worker(JobStopping, Poller):
         self.guard.call(self.record_outcomes)
         # Claims still held are released back to ready when the row is removed.
         self.pool.stop()
+        if threading.get_ident() == self.claiming_thread:
+            # Django's connections are the thread's: not Relief's to close.
+            self.job_connections.close()

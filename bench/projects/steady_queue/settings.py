@@ -22,6 +22,9 @@ TASKS = {
                     "threads": int(env("BENCH_WORKER_THREADS", "3")),
                     "processes": int(env("BENCH_WORKER_PROCESSES", "2")),
                     "polling_interval": float(env("BENCH_POLLING_INTERVAL", "0.1")),
+                    # On (the default): short jobs run on the claiming
+                    # thread; the "pool only" variant turns it off.
+                    "inline_short_jobs": env("BENCH_SQ_INLINE", "true") == "true",
                 }
             ],
             "dispatchers": [{"polling_interval": 1, "batch_size": 500}],

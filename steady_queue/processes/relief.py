@@ -1,0 +1,119 @@
+"""Relief: a worker's loop goes on while its claiming thread runs a job that
+turned out long."""
+
+import itertools
+import logging
+import threading
+import time
+from contextlib import contextmanager
+
+logger = logging.getLogger("steady_queue")
+
+# How long a job may hold up the claiming thread before Relief takes over the
+# loop: a few of the short runs it was judged by (processes/short_jobs.py).
+RELIEF_AFTER = 0.05
+
+
+class Relief:
+    """A thread that takes over the worker's loop while the claiming thread
+    runs a job that has gone on for ``after`` seconds.
+
+    A worker runs the jobs of short tasks on the thread that claimed them
+    (ShortJobs). A task short in its past runs may still run long this time
+    (a slow query, a network timeout). Held up there, the claiming thread
+    would claim nothing for the idle pool threads, record none of their
+    outcomes and act on no timeout, cancellation or stop, and the heartbeat
+    would stop once the loop looked stuck. Relief polls in its place, handing
+    every job to the pool, until the run ends.
+
+    Only one thread polls at a time: the loop's role is a lock, which the
+    claiming thread gives up for the length of each run on it, and Relief
+    holds for the length of each poll. Taking the role back, the claiming
+    thread waits for a poll of Relief's to end, and learns from ``turns``
+    whether Relief polled: the worker's state changed under the run, and what
+    it was doing before the run must be looked at afresh.
+
+    Should the worker stop (a signal, a recycle) while the run goes on, the
+    claiming thread cannot get to its shutdown: ``on_stop`` is called on this
+    thread, with the role held, and ends the process.
+    """
+
+    def __init__(self, poll, on_stop, *, name, after=RELIEF_AFTER):
+        self.poll = poll
+        self.on_stop = on_stop
+        self.after = after
+        self.name = name
+        self.role = threading.Lock()
+        # Polls made by Relief; read by the claiming thread after each run.
+        self.turns = 0
+        # (number, time.monotonic() it began) of the run on the claiming
+        # thread, or None. One store, read by Relief without the lock.
+        self._run = None
+        self._numbers = itertools.count()
+        self._stopped = threading.Event()
+        # Ends Relief's pause between polls: set at stop, and when the
+        # claiming thread takes the role back after Relief polled.
+        self._wake = threading.Event()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(
+            target=self._serve, name=f"{self.name}-relief", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self):
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    @contextmanager
+    def running(self):
+        """Around a job run on the claiming thread: Relief may poll meanwhile.
+
+        Yields a callable that says, once the block has ended, whether it did.
+        """
+        turns = self.turns
+        self._run = (next(self._numbers), time.monotonic())
+        try:
+            yield lambda: self.turns != turns
+        finally:
+            # Waits for a poll of Relief's to end: one poller at a time.
+            with self.role:
+                self._run = None
+            if self.turns != turns:
+                self._wake.set()
+
+    def _serve(self):
+        relieved = None
+        while not self._stopped.is_set():
+            run = self._run
+            if run is None:
+                self._stopped.wait(self.after)
+                continue
+            due = run[1] + self.after - time.monotonic()
+            if due > 0:
+                self._stopped.wait(due)
+                continue
+            with self.role:
+                if self._run is not run:
+                    continue  # it ended while we waited for the role
+                if relieved is not run:
+                    relieved = run
+                    logger.info(
+                        "%s: a job has held its claiming thread for %.0f ms; "
+                        "polling on beside it",
+                        self.name,
+                        (time.monotonic() - run[1]) * 1000,
+                    )
+                self.turns += 1
+                delay = self.poll()
+                if delay is None:
+                    self.on_stop()
+                    return
+            # Not the worker's own sleep, whose wake-ups are the claiming
+            # thread's once it is back: at most ``after``, so that outcomes
+            # of the pool's threads wait no longer than that meanwhile.
+            self._wake.clear()
+            self._wake.wait(min(delay, self.after))

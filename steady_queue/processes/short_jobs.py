@@ -1,0 +1,73 @@
+"""ShortJobs: which tasks a worker runs on its claiming thread, by their runs."""
+
+# A task runs on the claiming thread while its runs average under this: a job
+# that takes longer is worth a thread of its own, and one held up here longer
+# than this makes Relief take over the loop (processes/relief.py).
+SHORT_SECONDS = 0.002
+# ... and while they wait (wall time less the thread's CPU time) under this on
+# average: a thread buys overlap only for the time a job waits (on I/O, a
+# lock, a sleep), and handing a job to one costs about this much.
+WAIT_SECONDS = 0.0005
+# Runs seen on pool threads before a task may run on the claiming thread.
+RUNS_BEFORE_JUDGING = 3
+# Weight of the latest run in the moving averages.
+SMOOTHING = 0.2
+
+
+class TaskRuns:
+    """The moving averages of one task's wall and waiting time per run."""
+
+    __slots__ = ("runs", "seconds", "waiting")
+
+    def __init__(self, seconds, waiting):
+        self.runs = 1
+        self.seconds = seconds
+        self.waiting = waiting
+
+    def add(self, seconds, waiting):
+        self.runs += 1
+        self.seconds += SMOOTHING * (seconds - self.seconds)
+        self.waiting += SMOOTHING * (waiting - self.waiting)
+
+    @property
+    def is_short(self):
+        return (
+            self.runs >= RUNS_BEFORE_JUDGING
+            and self.seconds < SHORT_SECONDS
+            and self.waiting < WAIT_SECONDS
+        )
+
+
+class ShortJobs:
+    """The run times of each sync task a worker ran, and which tasks are short.
+
+    A short task's job is run by the thread that claimed it, with no hand-off
+    to a pool thread (posting, waking the thread, waking the loop again for
+    the outcome): for jobs of tens of microseconds that hand-off cost about as
+    much as the job. Runs on either kind of thread keep the averages current,
+    so a task whose runs grow long goes back to the pool.
+
+    ``observe`` is called from any thread that ran a job: one task's averages
+    are updated without a lock, and a run lost to a race only weighs a little
+    less in them.
+    """
+
+    def __init__(self, enabled=True):
+        self.enabled = enabled
+        self._by_task = {}
+
+    def observe(self, task_path, seconds, cpu_seconds):
+        """Fold one run of ``task_path`` into its averages."""
+        waiting = max(0.0, seconds - cpu_seconds)
+        runs = self._by_task.get(task_path)
+        if runs is None:
+            self._by_task[task_path] = TaskRuns(seconds, waiting)
+        else:
+            runs.add(seconds, waiting)
+
+    def is_short(self, task_path):
+        """Whether ``task_path``'s recent runs were short enough to run here."""
+        if not self.enabled:
+            return False
+        runs = self._by_task.get(task_path)
+        return runs is not None and runs.is_short

@@ -1,0 +1,204 @@
+"""Short jobs on the claiming thread, with a forked `manage.py steady_queue`:
+they run there once their task's runs are seen to be short, and a job that
+runs long there stalls nothing (processes/relief.py)."""
+
+import itertools
+import signal
+from functools import partial
+
+import pytest
+from django.utils import timezone
+
+from steady_queue.compat import TaskResultStatus
+
+from .. import tasks
+from ..helpers import scaled, wait_for
+from .support import (
+    rows,
+    status_of,
+    statuses,
+    wait_for_boot,
+    wait_for_exit,
+    wait_for_log,
+    wait_for_workers,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+CLAIMING_THREAD = "MainThread"
+TIMEOUT_ERROR = "steady_queue.exceptions.TaskTimeoutError"
+
+
+def threads_of(path):
+    """{label: (pid, thread name)} from the file the tasks note their runs in."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    return {
+        label: (int(pid), thread)
+        for label, pid, thread in (line.split() for line in lines)
+    }
+
+
+def finished(results):
+    done = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}
+    return all(status_of(result) in done for result in results)
+
+
+def warm_up(task, path):
+    """Enqueue rounds of short runs until one ran on the claiming thread: the
+    worker judges a task by its runs (three at least, on pool threads)."""
+    deadline = timezone.now().timestamp() + scaled(30)
+    for round_ in itertools.count():
+        results = [task.enqueue(str(path), f"warm-{round_}-{i}") for i in range(10)]
+        wait_for(partial(finished, results), timeout=scaled(20), message="warm-up")
+        seen = threads_of(path)
+        if any(thread == CLAIMING_THREAD for _, thread in seen.values()):
+            return
+        assert timezone.now().timestamp() < deadline, (
+            f"no short run went to the claiming thread: {sorted(seen.values())}"
+        )
+
+
+def on_the_claiming_thread(enqueue, task, path, label, release=None, attempts=5):
+    """Enqueue one job with ``enqueue(label)`` until a run of it starts on the
+    claiming thread; return (its result, its label).
+
+    A worker judges a task by its recent runs, and a load on the machine can
+    lengthen them past "short": that run goes to a pool thread. It is let
+    end (``release``), the task warmed up again, and a new job enqueued.
+    """
+    for attempt in range(attempts):
+        tried = f"{label}-{attempt}"
+        result = enqueue(tried)
+        wait_for(
+            lambda tried=tried: tried in threads_of(path),
+            timeout=scaled(20),
+            message=f"{tried} started",
+        )
+        if threads_of(path)[tried][1] == CLAIMING_THREAD:
+            return result, tried
+        if release is not None:
+            release()
+        wait_for(partial(finished, [result]), timeout=scaled(30), message=tried)
+        warm_up(task, path)
+    pytest.fail(f"{label} never started on the claiming thread in {attempts} tries")
+
+
+def gated(path, gate):
+    """(enqueue, release) for notes_its_thread jobs that wait for ``gate``."""
+
+    def enqueue(label):
+        gate.unlink(missing_ok=True)
+        return tasks.notes_its_thread.enqueue(str(path), label, str(gate))
+
+    return enqueue, gate.touch
+
+
+def test_short_jobs_run_on_the_claiming_thread(start_supervisor, tmp_path):
+    path = tmp_path / "runs"
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    warm_up(tasks.notes_its_thread, path)
+    results = [tasks.notes_its_thread.enqueue(str(path), f"run-{i}") for i in range(30)]
+    wait_for(lambda: finished(results), timeout=scaled(20), message="the runs")
+    assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 30}
+    threads = [threads_of(path)[f"run-{i}"][1] for i in range(30)]
+    assert CLAIMING_THREAD in threads
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+
+
+def test_a_short_job_that_runs_long_there_stalls_nothing(start_supervisor, tmp_path):
+    path, gate = tmp_path / "runs", tmp_path / "gate"
+    supervisor = start_supervisor()
+    [worker] = wait_for_boot(supervisor)
+    warm_up(tasks.notes_its_thread, path)
+    enqueue, release = gated(path, gate)
+    held, _ = on_the_claiming_thread(
+        enqueue, tasks.notes_its_thread, path, "held", release
+    )
+    held_since = timezone.now()
+
+    # The claiming thread is inside the held job: Relief claims for the pool
+    # threads and records their outcomes meanwhile.
+    others = [tasks.notes_its_thread.enqueue(str(path), f"other-{i}") for i in range(6)]
+    wait_for(lambda: finished(others), timeout=scaled(10), message="the others ran")
+    assert statuses(others) == {TaskResultStatus.SUCCESSFUL: 6}
+    assert {threads_of(path)[f"other-{i}"][1] for i in range(6)} != {CLAIMING_THREAD}
+    assert status_of(held) == TaskResultStatus.RUNNING
+    wait_for_log(supervisor, "has held its claiming thread for")
+    # And its heartbeat goes on.
+    wait_for(
+        lambda: rows("worker")[0].last_heartbeat_at > held_since,
+        timeout=scaled(5),
+        message="a heartbeat during the held job",
+    )
+
+    gate.touch()
+    wait_for(lambda: finished([held]), timeout=scaled(10), message="the held job")
+    assert status_of(held) == TaskResultStatus.SUCCESSFUL
+    # The same worker goes on: nothing was stopped or replaced.
+    [still] = rows("worker")
+    assert still.pid == worker.pid
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+    assert "crashed" not in supervisor.log()
+
+
+def test_a_stop_while_a_job_holds_the_claiming_thread_hands_it_back(
+    start_supervisor, tmp_path
+):
+    path, gate = tmp_path / "runs", tmp_path / "gate"
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    warm_up(tasks.notes_its_thread, path)
+    enqueue, release = gated(path, gate)
+    held, _ = on_the_claiming_thread(
+        enqueue, tasks.notes_its_thread, path, "held", release
+    )
+    wait_for_log(supervisor, "has held its claiming thread for")
+
+    # The claiming thread cannot get to the shutdown: Relief runs it, waits
+    # shutdown_timeout (2 s) for the held job, hands it back and ends the
+    # process, as a graceful stop does with a long job on a pool thread.
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor, timeout=scaled(20)) == 0
+    assert rows() == []
+    assert status_of(held) == TaskResultStatus.READY
+    current = held.task.get_result(held.id)
+    assert current.errors == []
+    assert current.finished_at is None
+
+
+def test_a_short_job_past_its_timeout_there_fails_and_its_worker_is_replaced(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    supervisor = start_supervisor()
+    [worker] = wait_for_boot(supervisor)
+    warm_up(tasks.notes_its_thread_then_sleeps, path)
+
+    def enqueue(label):
+        return tasks.notes_its_thread_then_sleeps.enqueue(str(path), label, 30)
+
+    # A run that lands on a pool thread times out too, and replaces the
+    # worker: on_the_claiming_thread tries again on the replacement.
+    slow, label = on_the_claiming_thread(
+        enqueue, tasks.notes_its_thread_then_sleeps, path, "slow"
+    )
+    pid, _ = threads_of(path)[label]
+    wait_for(
+        lambda: status_of(slow) == TaskResultStatus.FAILED,
+        timeout=scaled(20),
+        message="the overrunning job failed",
+    )
+    [error] = slow.task.get_result(slow.id).errors
+    assert error.exception_class_path == TIMEOUT_ERROR
+    assert "ran longer than its 1 s timeout" in error.traceback
+    # The stack is the claiming thread's, inside the task.
+    assert "time.sleep(seconds)" in error.traceback
+    wait_for_workers(1, exclude_pids={pid, worker.pid})
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0

@@ -1,0 +1,169 @@
+"""Short jobs on the claiming thread, in-process: which tasks are judged
+short (ShortJobs), the worker's path for them, and Relief's turns."""
+
+import threading
+
+import pytest
+
+from steady_queue.compat import TaskResultStatus
+from steady_queue.models import ClaimedExecution
+from steady_queue.processes.relief import Relief
+from steady_queue.processes.short_jobs import (
+    RUNS_BEFORE_JUDGING,
+    SHORT_SECONDS,
+    WAIT_SECONDS,
+    ShortJobs,
+)
+
+from .. import tasks
+from ..helpers import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TASK = "tests.tasks.add"
+
+
+def seen(short_jobs, runs, seconds, cpu_seconds=None):
+    for _ in range(runs):
+        short_jobs.observe(
+            TASK, seconds, seconds if cpu_seconds is None else cpu_seconds
+        )
+
+
+def test_a_task_is_judged_short_after_enough_short_busy_runs():
+    short_jobs = ShortJobs()
+    assert not short_jobs.is_short(TASK)
+    seen(short_jobs, RUNS_BEFORE_JUDGING - 1, 0.00003)
+    assert not short_jobs.is_short(TASK)
+    seen(short_jobs, 1, 0.00003)
+    assert short_jobs.is_short(TASK)
+    assert not short_jobs.is_short("tests.tasks.noop")
+
+
+def test_runs_that_wait_or_take_long_stay_on_the_pool():
+    waits = ShortJobs()
+    # Short, but waiting (I/O) for most of it: a thread overlaps that wait.
+    seen(waits, 10, SHORT_SECONDS / 2, cpu_seconds=SHORT_SECONDS / 2 - 2 * WAIT_SECONDS)
+    assert not waits.is_short(TASK)
+
+    long = ShortJobs()
+    seen(long, 10, SHORT_SECONDS * 2)
+    assert not long.is_short(TASK)
+
+
+def test_one_long_run_sends_a_short_task_back_to_the_pool():
+    short_jobs = ShortJobs()
+    seen(short_jobs, 10, 0.00003)
+    assert short_jobs.is_short(TASK)
+    seen(short_jobs, 1, 5.0)
+    assert not short_jobs.is_short(TASK)
+
+
+def test_turned_off_nothing_is_short():
+    short_jobs = ShortJobs(enabled=False)
+    seen(short_jobs, 10, 0.00003)
+    assert not short_jobs.is_short(TASK)
+
+
+def claiming_here(worker):
+    """Let ``worker`` (built by make_worker, not forked) run short jobs on
+    this thread, with a Relief that is never started: it makes no turns."""
+    worker.short_jobs = ShortJobs()
+    worker.claiming_thread = threading.get_ident()
+    worker.relief = Relief(worker.relieve, lambda: None, name=worker.description)
+    seen(worker.short_jobs, RUNS_BEFORE_JUDGING, 0.00003)
+    return worker
+
+
+def test_a_short_tasks_jobs_run_in_the_poll_with_no_thread(make_worker):
+    worker = claiming_here(make_worker(threads=2))
+    results = [tasks.add.enqueue(n, n) for n in range(5)]
+    for _ in range(4):
+        worker.poll()
+        # Run here as they were started: the held pool got none of them.
+        assert worker.pool.held == []
+    refreshed = [r.task.get_result(r.id) for r in results]
+    assert [r.status for r in refreshed] == [TaskResultStatus.SUCCESSFUL] * 5
+    assert [r.return_value for r in refreshed] == [0, 2, 4, 6, 8]
+    assert not ClaimedExecution.objects.exists() and not worker.in_flight
+
+
+def test_long_and_async_jobs_still_go_to_the_pool(make_worker):
+    worker = claiming_here(make_worker(threads=3))
+    long = tasks.sleep_for.enqueue(0)
+    seen_long = worker.short_jobs
+    for _ in range(5):
+        seen_long.observe(long.task.module_path, 1.0, 0.0)
+    coroutine = tasks.async_overruns_its_timeout.enqueue(0)
+    short = tasks.add.enqueue(1, 2)
+    worker.poll()
+    # Two posted to the pool, the add run here.
+    assert len(worker.pool.held) == 2
+    assert short.task.get_result(short.id).status != TaskResultStatus.READY
+    worker.pool.run_all()
+    worker.poll()
+    assert {r.task.get_result(r.id).status for r in (long, coroutine, short)} == {
+        TaskResultStatus.SUCCESSFUL
+    }
+
+
+def test_a_job_run_here_uses_a_connection_of_its_own(make_worker):
+    from django.db import connection
+
+    worker = claiming_here(make_worker(threads=1))
+    own = connection.connection
+    result = tasks.add.enqueue(2, 3)
+    worker.poll()
+    # The worker's connection is still its own, and still open.
+    assert connection.connection is own or own is None
+    assert worker.job_connections._connection is not None
+    worker.poll()
+    assert result.task.get_result(result.id).return_value == 5
+    worker.job_connections.close()
+
+
+def test_relief_polls_while_a_run_holds_the_claiming_thread():
+    turns = []
+    polled = threading.Event()
+
+    def poll():
+        turns.append(threading.current_thread().name)
+        polled.set()
+        return 0.01
+
+    relief = Relief(poll, lambda: None, name="test", after=0.01)
+    relief.start()
+    try:
+        with relief.running() as relieved:
+            assert polled.wait(10), "Relief never polled"
+        assert relieved()
+        assert set(turns) == {"test-relief"}
+        # Once the run has ended, Relief polls no more.
+        count = len(turns)
+        polled.clear()
+        assert not polled.wait(0.2)
+        assert len(turns) == count
+    finally:
+        relief.stop()
+
+
+def test_relief_leaves_a_short_run_alone():
+    relief = Relief(lambda: pytest.fail("polled"), lambda: None, name="t", after=30)
+    relief.start()
+    try:
+        with relief.running() as relieved:
+            pass
+        assert not relieved()
+    finally:
+        relief.stop()
+
+
+def test_relief_stops_the_worker_for_a_poll_that_says_stop():
+    stopped = threading.Event()
+    relief = Relief(lambda: None, stopped.set, name="t", after=0.01)
+    relief.start()
+    try:
+        with relief.running():
+            wait_for(stopped.is_set, message="on_stop called")
+    finally:
+        relief.stop()
