@@ -10,6 +10,14 @@ SHORT_SECONDS = 0.002
 WAIT_SECONDS = 0.0005
 # Runs seen on pool threads before a task may run on the claiming thread.
 RUNS_BEFORE_JUDGING = 3
+# The claiming thread marks the short jobs it runs next as started together:
+# about this much work by their averages (each counted as at least
+# PER_JOB_SECONDS, what the worker spends on a job besides its run), at most
+# ROUND_MAX of them. A claim marked waits no longer than that for its run to
+# begin, about what a pool thread may take to wake on a loaded machine.
+ROUND_SECONDS = 0.001
+PER_JOB_SECONDS = 0.00005
+ROUND_MAX = 16
 # Weight of the latest run in the moving averages.
 SMOOTHING = 0.2
 
@@ -71,3 +79,23 @@ class ShortJobs:
             return False
         runs = self._by_task.get(task_path)
         return runs is not None and runs.is_short
+
+    def runs_here(self, job):
+        """Whether the claiming thread runs ``job``: a short task's, and not
+        rate-limited (its rate window is told of a start after the start
+        returns, which for a run here would be after the run ended)."""
+        return self.is_short(job.task_path) and not job.rate_keys
+
+    def round_of(self, jobs):
+        """How many of ``jobs``, from the first, the claiming thread runs
+        next, one after another: the leading ones it runs, as many as take
+        about ROUND_SECONDS, at most ROUND_MAX."""
+        count, seconds = 0, 0.0
+        for job in jobs:
+            if count == ROUND_MAX or seconds >= ROUND_SECONDS:
+                break
+            if not self.runs_here(job):
+                break
+            count += 1
+            seconds += max(self._by_task[job.task_path].seconds, PER_JOB_SECONDS)
+        return count

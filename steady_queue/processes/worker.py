@@ -295,7 +295,7 @@ class Worker(JobStopping, Poller):
         # leaves an idle thread again after it.
         turns = self.relief_turns()
         while self.waiting and self.pool.idle_threads > 0:
-            count = min(len(self.waiting), self.pool.idle_threads)
+            count = self.next_round()
             unmarked = next(
                 (
                     index
@@ -373,13 +373,22 @@ class Worker(JobStopping, Poller):
             self.process.pk, self.to_mark(count)
         )
 
+    def next_round(self):
+        """How many waiting claims start next: one per idle thread, or the
+        short jobs this, the claiming, thread runs itself one after another
+        (ShortJobs.round_of), whichever are more."""
+        count = min(len(self.waiting), self.pool.idle_threads)
+        if self.claiming_thread == threading.get_ident():
+            count = max(count, self.short_jobs.round_of(c.job for c in self.waiting))
+        return count
+
     def to_mark(self, count=None):
-        """The waiting claims to mark started now, not yet marked: those the
-        idle threads (or ``count`` of them) take next, and no others: a
-        claim marked ahead of its start would fail, never run, should the
-        whole tree die with the memory that knew better."""
+        """The waiting claims to mark started now, not yet marked: those that
+        start next (or ``count`` of them), and no others: a claim marked
+        ahead of its start would fail, never run, should the whole tree die
+        with the memory that knew better."""
         if count is None:
-            count = self.pool.idle_threads
+            count = self.next_round()
         upto = min(len(self.waiting), count)
         return [
             self.waiting[index].job.pk
@@ -477,12 +486,10 @@ class Worker(JobStopping, Poller):
 
     def runs_here(self, job):
         """Whether this thread runs the job itself: a short task's, on the
-        claiming thread. A rate-limited job is stamped as started after
-        _start returns, which for a run here would be after it ended."""
+        claiming thread."""
         return (
-            self.short_jobs.is_short(job.task_path)
-            and not job.rate_keys
-            and threading.get_ident() == self.claiming_thread
+            threading.get_ident() == self.claiming_thread
+            and self.short_jobs.runs_here(job)
         )
 
     def run_here(self, claim, task):

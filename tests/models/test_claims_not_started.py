@@ -11,6 +11,8 @@ ready, counting no attempt and no error.
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from steady_queue.exceptions import (
@@ -198,3 +200,25 @@ def test_claims_marked_ahead_that_its_supervisor_knows_never_started_go_back():
 
     assert failed == [running]
     assert_back_to_ready_untouched([marked_ahead, *waiting])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_mark_commits_without_waiting_for_the_disk_only_in_its_own_transaction():
+    process = register()
+    _, (second, third) = claim_as_a_worker(process, count=3, started=1)
+    unflushed = connection.vendor == "postgresql"
+    with CaptureQueriesContext(connection) as marks:
+        ClaimedExecution.objects.mark_started(process.pk, [second])
+    # On PostgreSQL its own transaction commits unflushed: the mark guards
+    # against this process dying, which loses no commit.
+    assert ("synchronous_commit" in marks[0]["sql"]) is unflushed
+
+    # Inside a caller's transaction it leaves that transaction's commit alone.
+    with transaction.atomic(), CaptureQueriesContext(connection) as marks:
+        ClaimedExecution.objects.mark_started(process.pk, [third])
+        if unflushed:
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                assert cursor.fetchone()[0] == "on"
+    assert "synchronous_commit" not in marks[0]["sql"]
+    assert ClaimedExecution.objects.filter(started=True).count() == 3

@@ -9,6 +9,8 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution
 from steady_queue.processes.relief import Relief
 from steady_queue.processes.short_jobs import (
+    ROUND_MAX,
+    ROUND_SECONDS,
     RUNS_BEFORE_JUDGING,
     SHORT_SECONDS,
     WAIT_SECONDS,
@@ -57,6 +59,26 @@ def test_one_long_run_sends_a_short_task_back_to_the_pool():
     assert short_jobs.is_short(TASK)
     seen(short_jobs, 1, 5.0)
     assert not short_jobs.is_short(TASK)
+
+
+class Job:
+    def __init__(self, task_path=TASK, rate_keys=()):
+        self.task_path = task_path
+        self.rate_keys = rate_keys
+
+
+def test_a_round_is_the_leading_short_jobs_worth_a_millisecond():
+    short_jobs = ShortJobs()
+    seen(short_jobs, 10, 0.00001)
+    # Tiny runs: as many as ROUND_MAX.
+    assert short_jobs.round_of([Job()] * 40) == ROUND_MAX
+    # It ends at the first job that does not run here.
+    jobs = [Job(), Job(), Job(rate_keys=("k",)), Job()]
+    assert short_jobs.round_of(jobs) == 2
+    assert short_jobs.round_of([Job("tests.tasks.noop"), Job()]) == 0
+    # Longer runs: about ROUND_SECONDS of them.
+    seen(short_jobs, 40, ROUND_SECONDS / 3.5)
+    assert short_jobs.round_of([Job()] * 40) == 4
 
 
 def test_turned_off_nothing_is_short():

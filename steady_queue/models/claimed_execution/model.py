@@ -65,12 +65,23 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
             f"({', '.join(['%s'] * len(job_ids))})"
         )
         table = quote(self.model._meta.db_table)
+        # Committed without waiting for the disk where the database allows
+        # it: the mark guards against this process dying, which loses no
+        # commit; a crash of the database server can lose it, and then the
+        # claim reads not started and its job runs again instead of failing,
+        # as any crash may run a job twice. Never in a caller's transaction,
+        # whose own commit it would change.
+        unflushed = (
+            self.dialect.unflushed_commit_from()
+            if self.connection.get_autocommit()
+            else ""
+        )
         with self.connection.cursor() as cursor:
             # Every held row counts in rowcount, changed or not (Django's MySQL
             # connection reports found rows): all held, the common case, costs
             # this one statement.
             cursor.execute(
-                f"UPDATE {table} SET {quote('started')} = %s WHERE {where}",
+                f"UPDATE {table} SET {quote('started')} = %s{unflushed} WHERE {where}",
                 [True, process_id, *job_ids],
             )
             if cursor.rowcount == len(job_ids):
