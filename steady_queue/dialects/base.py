@@ -182,12 +182,6 @@ class Dialect:
         results of the ones before, where the driver can; here none."""
         return nullcontext()
 
-    def unflushed_commit_from(self):
-        """A FROM item for an UPDATE, whose transaction then commits without
-        waiting for its log to reach the disk, where the server allows that
-        for one transaction; here none ("")."""
-        return ""
-
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""
         return "SELECT CURRENT_TIMESTAMP"

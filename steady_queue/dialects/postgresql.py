@@ -123,14 +123,6 @@ class PostgreSQL(Dialect):
         with connection.wrap_database_errors, connection.connection.pipeline():
             yield
 
-    def unflushed_commit_from(self):
-        # synchronous_commit for this transaction alone (is_local): committed
-        # and seen by every session at once, flushed by the WAL writer
-        # within a few hundred ms; the server's crash alone can lose it.
-        return (
-            " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
-        )
-
     def now_sql(self):
         # The statement's start, not the transaction's: a long transaction
         # must not report a stale now.

@@ -11,7 +11,7 @@ from django.utils import timezone
 # The models that import this module, read through their package when called.
 from .. import models as models_package
 from ..dialects.isolation import atomic
-from .claimed_execution import Claim, ClaimedExecution
+from .claimed_execution import MARK_STARTED_SQL, Claim, ClaimedExecution
 from .execution import Execution, ExecutionQuerySet
 from .process import Process
 
@@ -44,13 +44,6 @@ ORDER BY taken.priority DESC, taken.turn, job.id
 # Mark a process's waiting claims started, pipelined before its next claim
 # on PostgreSQL: one implicit transaction, no round trip of its own. The ids
 # returned are those it still holds (see ClaimedExecution.mark_started).
-MARK_STARTED_SQL = """
-UPDATE steady_queue_claimed_executions SET started = true
-WHERE process_id = %s AND job_id = ANY(%s)
-RETURNING job_id
-"""
-
-
 class ReadyExecutionQuerySet(ExecutionQuerySet):
     def create_for(self, job):
         """Make a saved job ready to run; its listening workers are woken at

@@ -12,14 +12,18 @@ WAIT_SECONDS = 0.0005
 RUNS_BEFORE_JUDGING = 3
 # The claiming thread marks the short jobs it runs next as started together:
 # about this much work by their averages (each counted as at least
-# PER_JOB_SECONDS, what the worker spends on a job besides its run), at most
-# ROUND_MAX of them. A claim marked waits no longer than that for its run to
-# begin, about what a pool thread may take to wake on a loaded machine.
-ROUND_SECONDS = 0.001
-PER_JOB_SECONDS = 0.00005
+# PER_JOB_SECONDS, about what the worker spends on a job besides its run),
+# at most ROUND_MAX of them. A claim marked waits about that long at most for
+# its run to begin, what a pool thread may take to wake on a loaded machine.
+ROUND_SECONDS = 0.002
+PER_JOB_SECONDS = 0.0001
 ROUND_MAX = 16
 # Weight of the latest run in the moving averages.
 SMOOTHING = 0.2
+# A run on the claiming thread reads the thread's CPU time once in this many:
+# that clock is a system call, costly on a loaded machine, and a job's
+# waiting changes slowly. Runs on pool threads read it every time.
+CPU_SAMPLE_EVERY = 16
 
 
 class TaskRuns:
@@ -35,7 +39,8 @@ class TaskRuns:
     def add(self, seconds, waiting):
         self.runs += 1
         self.seconds += SMOOTHING * (seconds - self.seconds)
-        self.waiting += SMOOTHING * (waiting - self.waiting)
+        if waiting is not None:
+            self.waiting += SMOOTHING * (waiting - self.waiting)
 
     @property
     def is_short(self):
@@ -63,14 +68,29 @@ class ShortJobs:
     def __init__(self, enabled=True):
         self.enabled = enabled
         self._by_task = {}
+        self._runs_here = 0
 
-    def observe(self, task_path, seconds, cpu_seconds):
-        """Fold one run of ``task_path`` into its averages."""
-        waiting = max(0.0, seconds - cpu_seconds)
+    def reads_cpu(self, here):
+        """Whether this run reads its thread's CPU time: always on a pool
+        thread, once in CPU_SAMPLE_EVERY runs on the claiming thread; never
+        when turned off."""
+        if not self.enabled:
+            return False
+        if not here:
+            return True
+        self._runs_here += 1
+        return self._runs_here % CPU_SAMPLE_EVERY == 0
+
+    def observe(self, task_path, seconds, cpu_seconds=None):
+        """Fold one run of ``task_path`` into its averages; without its CPU
+        time, into its run time's alone."""
         runs = self._by_task.get(task_path)
         if runs is None:
+            # A task's first run is on a pool thread, which reads the CPU.
+            waiting = 0.0 if cpu_seconds is None else max(0.0, seconds - cpu_seconds)
             self._by_task[task_path] = TaskRuns(seconds, waiting)
         else:
+            waiting = None if cpu_seconds is None else max(0.0, seconds - cpu_seconds)
             runs.add(seconds, waiting)
 
     def is_short(self, task_path):

@@ -497,7 +497,7 @@ class Worker(JobStopping, Poller):
         pool; Relief polls meanwhile should it run long."""
         with self.relief.running():
             with self.job_connections.in_use():
-                outcome = self._run(claim, task)
+                outcome = self._run(claim, task, here=True)
             # Inside running(): a Relief shutting the worker down meanwhile
             # waits for this outcome, and must not hand the job back.
             self.completed(outcome)
@@ -506,10 +506,11 @@ class Worker(JobStopping, Poller):
         """How many polls Relief has made (0 without Relief)."""
         return self.relief.turns if self.relief is not None else 0
 
-    def _run(self, claim, task):
+    def _run(self, claim, task, here=False):
         """Run a sync job on this thread; never leave it without an outcome."""
         self.deadlines.threads[claim.job.pk] = threading.get_ident()
-        began, cpu = time.perf_counter(), time.thread_time()
+        began = time.perf_counter()
+        cpu = time.thread_time() if self.short_jobs.reads_cpu(here) else None
         try:
             return self.runner.run(claim, task)
         except BaseException as error:
@@ -525,7 +526,7 @@ class Worker(JobStopping, Poller):
                 self.short_jobs.observe(
                     claim.job.task_path,
                     time.perf_counter() - began,
-                    time.thread_time() - cpu,
+                    None if cpu is None else time.thread_time() - cpu,
                 )
 
     def relieve(self):

@@ -9,6 +9,7 @@ from steady_queue.compat import TaskResultStatus
 from steady_queue.models import ClaimedExecution
 from steady_queue.processes.relief import Relief
 from steady_queue.processes.short_jobs import (
+    CPU_SAMPLE_EVERY,
     ROUND_MAX,
     ROUND_SECONDS,
     RUNS_BEFORE_JUDGING,
@@ -189,3 +190,15 @@ def test_relief_stops_the_worker_for_a_poll_that_says_stop():
             wait_for(stopped.is_set, message="on_stop called")
     finally:
         relief.stop()
+
+
+def test_runs_on_the_claiming_thread_read_the_cpu_clock_now_and_then():
+    short_jobs = ShortJobs()
+    assert all(short_jobs.reads_cpu(here=False) for _ in range(5))
+    here = [short_jobs.reads_cpu(here=True) for _ in range(CPU_SAMPLE_EVERY * 2)]
+    assert here.count(True) == 2
+    # A run without it moves the run time's average and not the waiting.
+    seen(short_jobs, 10, 0.00003)
+    short_jobs.observe(TASK, SHORT_SECONDS * 0.9, None)
+    assert short_jobs.is_short(TASK)
+    assert not ShortJobs(enabled=False).reads_cpu(here=False)

@@ -5,6 +5,16 @@
 (claims ended from outside: released, failed, cancelled).
 """
 
-from .model import Claim, ClaimedExecution, ClaimedExecutionQuerySet
+from .model import (
+    MARK_STARTED_SQL,
+    Claim,
+    ClaimedExecution,
+    ClaimedExecutionQuerySet,
+)
 
-__all__ = ["Claim", "ClaimedExecution", "ClaimedExecutionQuerySet"]
+__all__ = [
+    "MARK_STARTED_SQL",
+    "Claim",
+    "ClaimedExecution",
+    "ClaimedExecutionQuerySet",
+]

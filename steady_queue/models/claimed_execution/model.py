@@ -12,6 +12,22 @@ from ..process import Process
 from .finishing import Finishing
 from .releasing import Releasing
 
+# PostgreSQL's marks (mark_started): inside a transaction, such as a claim's,
+# which sends them beside its own statements.
+MARK_STARTED_SQL = """
+UPDATE steady_queue_claimed_executions SET started = true
+WHERE process_id = %s AND job_id = ANY(%s)
+RETURNING job_id
+"""
+# ... and in a transaction of their own, which commits without waiting for the
+# disk: synchronous_commit is off for that transaction alone (is_local).
+MARK_STARTED_UNFLUSHED_SQL = """
+UPDATE steady_queue_claimed_executions SET started = true
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
+WHERE process_id = %s AND job_id = ANY(%s)
+RETURNING job_id
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:
@@ -58,6 +74,17 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
         """
         if not job_ids:
             return set()
+        if self.dialect.runs_hot_paths_in_one_statement:
+            # Committed without waiting for the disk: the mark guards against
+            # this process dying, which loses no commit; a crash of the
+            # database server can lose it, and then the claim reads not
+            # started and its job runs again instead of failing, as any
+            # crash may run a job twice. Never in a caller's transaction,
+            # whose own commit it would change.
+            own = self.connection.get_autocommit()
+            sql = MARK_STARTED_UNFLUSHED_SQL if own else MARK_STARTED_SQL
+            rows = self.run_prepared(sql, [process_id, list(job_ids)])
+            return {row[0] for row in rows}
         quote = self.connection.ops.quote_name
         job_id = quote("job_id")
         where = (
@@ -65,23 +92,12 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
             f"({', '.join(['%s'] * len(job_ids))})"
         )
         table = quote(self.model._meta.db_table)
-        # Committed without waiting for the disk where the database allows
-        # it: the mark guards against this process dying, which loses no
-        # commit; a crash of the database server can lose it, and then the
-        # claim reads not started and its job runs again instead of failing,
-        # as any crash may run a job twice. Never in a caller's transaction,
-        # whose own commit it would change.
-        unflushed = (
-            self.dialect.unflushed_commit_from()
-            if self.connection.get_autocommit()
-            else ""
-        )
         with self.connection.cursor() as cursor:
             # Every held row counts in rowcount, changed or not (Django's MySQL
             # connection reports found rows): all held, the common case, costs
             # this one statement.
             cursor.execute(
-                f"UPDATE {table} SET {quote('started')} = %s{unflushed} WHERE {where}",
+                f"UPDATE {table} SET {quote('started')} = %s WHERE {where}",
                 [True, process_id, *job_ids],
             )
             if cursor.rowcount == len(job_ids):
