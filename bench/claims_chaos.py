@@ -18,6 +18,11 @@ end twice) and lost (not ended within five minutes of the last kill).
 
     .venv/dj61/bin/python bench/claims_chaos.py
     .venv/dj61/bin/python bench/claims_chaos.py --databases postgres --modes tree
+    .venv/dj61/bin/python bench/claims_chaos.py --inline both --job-ms 0
+
+``--inline`` compares short jobs on the claiming thread on and off (claims
+ahead on); ``--job-ms 0`` makes the runs short enough to go there (2 ms
+sleeps wait too long and stay on pool threads).
 
 About a minute per database, mode and setting on a 2-core VM at load 20
 (12 minutes for the twelve): narrow it with --databases and --modes.
@@ -50,7 +55,7 @@ PROCESSES = 2
 MIN_AGE = chaos_kill.MIN_AGE
 
 
-def enqueue(runs_path, count, jobs):
+def enqueue(runs_path, count, jobs, job_seconds=JOB_SECONDS):
     """Add plain and retried jobs, alternating in tens, to ``jobs`` ({job id:
     (label, retried)})."""
     from steady_queue import enqueue_many
@@ -63,18 +68,18 @@ def enqueue(runs_path, count, jobs):
         ):
             first = start + (10 if retried else 0)
             calls = [
-                ((str(runs_path), f"job-{i}", JOB_SECONDS), {})
+                ((str(runs_path), f"job-{i}", job_seconds), {})
                 for i in range(first, first + 10)
             ]
             for result in enqueue_many(task, calls):
                 jobs[int(result.id)] = (result.args[1], retried)
 
 
-def top_up(runs_path, jobs):
+def top_up(runs_path, jobs, job_seconds):
     from steady_queue.models import ReadyExecution
 
     if ReadyExecution.objects.count() < BACKLOG:
-        enqueue(runs_path, BACKLOG, jobs)
+        enqueue(runs_path, BACKLOG, jobs, job_seconds)
 
 
 def kill_tree(popen):
@@ -92,17 +97,19 @@ def ended(jobs):
     return Job.objects.finished().count() + FailedExecution.objects.count()
 
 
-def chaos(args, database, name, mode, claim_ahead):
+def chaos(args, database, name, mode, claim_ahead, inline=True):
     from tests import run_records
 
     chaos_kill.recreate_database(database, name)
     runs_path = Path(tempfile.mkdtemp(prefix="sq-claims-chaos-")) / "runs"
     jobs = {}
-    enqueue(runs_path, 2 * BACKLOG, jobs)
+    job_seconds = args.job_ms / 1000
+    enqueue(runs_path, 2 * BACKLOG, jobs, job_seconds)
     env = {
         "SQ_TEST_WORKER_PROCESSES": str(PROCESSES),
         "SQ_TEST_THREADS": str(THREADS),
         "SQ_TEST_CLAIM_AHEAD": "1" if claim_ahead else "0",
+        "SQ_TEST_INLINE": "1" if inline else "0",
         # The tests' 5 s threshold: shorter, a loaded machine gets live
         # workers pruned, and their jobs failed, by their own supervisors.
         "SQ_TEST_ALIVE_THRESHOLD": "5",
@@ -119,7 +126,7 @@ def chaos(args, database, name, mode, claim_ahead):
         give_up = time.monotonic() + 120
         while kills < args.kills and time.monotonic() < give_up:
             # The backlog topped up all along: every kill lands mid-drain.
-            top_up(runs_path, jobs)
+            top_up(runs_path, jobs, job_seconds)
             time.sleep(rng.uniform(0.1, 0.4))
             if mode == "worker":
                 # Not one killed already: unreaped, it still answers kill(0).
@@ -150,6 +157,8 @@ def chaos(args, database, name, mode, claim_ahead):
         "database": database,
         "mode": mode,
         "claim_ahead": claim_ahead,
+        "inline_short_jobs": inline,
+        "job_ms": args.job_ms,
         "kills": kills,
         "jobs": len(jobs),
         **counts,
@@ -167,6 +176,11 @@ def main():
     )
     parser.add_argument("--modes", nargs="+", default=["worker", "tree"])
     parser.add_argument("--claim-ahead", choices=["on", "off", "both"], default="both")
+    # Given, the runs compare inline_short_jobs on and off, claims ahead on.
+    parser.add_argument("--inline", choices=["on", "off", "both"])
+    # 2 ms runs wait (a sleep) and stay on pool threads; 0 ms runs are short
+    # enough for the claiming thread.
+    parser.add_argument("--job-ms", type=float, default=JOB_SECONDS * 1000)
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -177,20 +191,26 @@ def main():
         signal.signal(signal.SIGTERM, interrupt)
         # One database, mode and setting, in a process of its own (Django is
         # set up once per process).
-        database, mode, setting = args.one.split(":")
+        database, mode, setting, switch = args.one.split(":")
         name = f"sq_claims_chaos{suffix}"
         if database == "sqlite":
             name = str(ROOT / "build" / f"claims_chaos{suffix}.sqlite3")
         chaos_kill.setup_django(ROOT, database, name)
-        result = chaos(args, database, name, mode, setting == "on")
+        on = setting == "on"
+        if switch == "inline":
+            result = chaos(args, database, name, mode, True, inline=on)
+        else:
+            result = chaos(args, database, name, mode, on)
         print(json.dumps(result), flush=True)
         return
-    settings = ["on", "off"] if args.claim_ahead == "both" else [args.claim_ahead]
+    switch = "inline" if args.inline else "claim_ahead"
+    chosen = args.inline or args.claim_ahead
+    settings = ["on", "off"] if chosen == "both" else [chosen]
     for database in args.databases:
         for mode in args.modes:
             for setting in settings:
                 command = [sys.executable, __file__, *sys.argv[1:], "--one"]
-                command.append(f"{database}:{mode}:{setting}")
+                command.append(f"{database}:{mode}:{setting}:{switch}")
                 subprocess.run(command, check=True)
 
 

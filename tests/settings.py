@@ -183,6 +183,7 @@ TASKS = {
                     "processes": _env_number("SQ_TEST_WORKER_PROCESSES", 1),
                     "polling_interval": _env_number("SQ_TEST_POLLING_INTERVAL", 0.05),
                     "claim_ahead": bool(_env_number("SQ_TEST_CLAIM_AHEAD", 1)),
+                    "inline_short_jobs": bool(_env_number("SQ_TEST_INLINE", 1)),
                 }
             ],
             "dispatchers": [

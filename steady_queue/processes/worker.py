@@ -325,8 +325,20 @@ class Worker(JobStopping, Poller):
                 # Relief polled while a job ran here: the waiting claims and
                 # their marks may have changed under this loop's count.
                 break
+            if self.waiting and self.flush_between_rounds():
+                self.record_outcomes()
         if self.unloadable:
             self.hand_back_unloadable()
+
+    def flush_between_rounds(self):
+        """Whether to write the outcomes of the rounds run here so far before
+        the next: once the flush window has passed, as with a pool's, and
+        not only after the claim's last round, so that a tree killed whole
+        takes no more successes unwritten with it than a pool's would."""
+        return (
+            self.claiming_thread == threading.get_ident()
+            and self.recorder.due_in(running=len(self.waiting)) == 0
+        )
 
     def hand_back_unloadable(self):
         """Hand back the jobs whose task could not be loaded, all in one

@@ -202,3 +202,30 @@ def test_runs_on_the_claiming_thread_read_the_cpu_clock_now_and_then():
     short_jobs.observe(TASK, SHORT_SECONDS * 0.9, None)
     assert short_jobs.is_short(TASK)
     assert not ShortJobs(enabled=False).reads_cpu(here=False)
+
+
+def test_outcomes_of_rounds_run_here_are_written_as_the_flush_window_passes(
+    make_worker, monkeypatch
+):
+    from steady_queue.processes import outcome_recorder
+
+    from .test_worker import short_runs_seen
+
+    # Every outcome is due at once: written after each round, not only after
+    # the claim's last.
+    monkeypatch.setattr(outcome_recorder, "FLUSH_WINDOW", 0.0)
+    worker = claiming_here(make_worker(threads=2))
+    short_runs_seen(worker)
+    results = [tasks.add.enqueue(n, 1) for n in range(3 * ROUND_MAX)]
+    flushes = []
+    record = worker.record_outcomes
+    monkeypatch.setattr(
+        worker, "record_outcomes", lambda: (flushes.append(1), record())[1]
+    )
+    worker.poll()
+    # One claim took them all, and ran them in three rounds here.
+    assert worker.pool.held == [] and not worker.waiting
+    assert len(flushes) >= 2
+    worker.poll()
+    statuses = {r.task.get_result(r.id).status for r in results}
+    assert statuses == {TaskResultStatus.SUCCESSFUL}
