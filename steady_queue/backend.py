@@ -1,6 +1,7 @@
 """SteadyQueueBackend: the django.tasks backend that stores jobs in the database."""
 
 import gc
+import logging
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -40,6 +41,7 @@ from .pipeline.loader import (
 from .pipeline.open_batch import open_batch
 from .pipeline.open_dependencies import open_dependencies
 from .pipeline.results import build_result
+from .pipeline.signal_readers import is_read
 from .states import TASK_RESULT_STATUS
 from .tracing import TRACE_KEY, tracing
 
@@ -149,8 +151,9 @@ class SteadyQueueBackend(BaseTaskBackend):
             # Freed before the collector resumes: it would walk every job.
             del requests
         send, sender = task_enqueued.send, type(self)
-        for result in announced:
-            send(sender, task_result=result)
+        if announced and is_read(task_enqueued, sender, logging.DEBUG):
+            for result in announced:
+                send(sender, task_result=result)
         return results
 
     def get_result(self, result_id):
@@ -201,7 +204,7 @@ class SteadyQueueBackend(BaseTaskBackend):
 
     def _announce(self, enqueued, result):
         """Send task_enqueued for a call that wrote a job (not a merged one)."""
-        if not enqueued.merged:
+        if not enqueued.merged and is_read(task_enqueued, type(self), logging.DEBUG):
             task_enqueued.send(type(self), task_result=result)
 
     def _task_for(self, job):
