@@ -48,7 +48,6 @@ class SteadyQueue(System):
                 "steady_queue (inline_short_jobs False)",
                 f"as above, with workers' inline_short_jobs False; {settings}",
                 {**env, "BENCH_SQ_INLINE": "false"},
-                databases=("postgresql",),
             ),
         ]
 
