@@ -12,6 +12,9 @@ logger = logging.getLogger("steady_queue")
 # How long a job may hold up the claiming thread before Relief takes over the
 # loop: a few of the short runs it was judged by (processes/short_jobs.py).
 RELIEF_AFTER = 0.05
+# While no job runs on the claiming thread, Relief sleeps until one starts,
+# and wakes this often all the same: an idle worker wakes no more for it.
+IDLE_WAIT = 1.0
 
 
 class Relief:
@@ -54,6 +57,9 @@ class Relief:
         # Ends Relief's pause between polls: set at stop, and when the
         # claiming thread takes the role back after Relief polled.
         self._wake = threading.Event()
+        # Ends Relief's idle sleep: set as a run starts while it is idle.
+        self._idle = False
+        self._started = threading.Event()
         self._thread = None
 
     def start(self):
@@ -65,6 +71,7 @@ class Relief:
     def stop(self):
         self._stopped.set()
         self._wake.set()
+        self._started.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
@@ -76,6 +83,8 @@ class Relief:
         """
         turns = self.turns
         self._run = (next(self._numbers), time.monotonic())
+        if self._idle:
+            self._started.set()
         try:
             yield lambda: self.turns != turns
         finally:
@@ -90,7 +99,7 @@ class Relief:
         while not self._stopped.is_set():
             run = self._run
             if run is None:
-                self._stopped.wait(self.after)
+                self.sleep_until_a_run_starts()
                 continue
             due = run[1] + self.after - time.monotonic()
             if due > 0:
@@ -117,3 +126,13 @@ class Relief:
             # of the pool's threads wait no longer than that meanwhile.
             self._wake.clear()
             self._wake.wait(min(delay, self.after))
+
+    def sleep_until_a_run_starts(self):
+        # Idle is said before _run is looked at again, and running() sets
+        # _run before it looks at idle: one of the two sees the other, so a
+        # run that starts now is never slept through.
+        self._idle = True
+        if self._run is None and not self._stopped.is_set():
+            self._started.wait(IDLE_WAIT)
+        self._started.clear()
+        self._idle = False
