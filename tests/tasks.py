@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import signal
 import threading
 import time
 import uuid
@@ -295,6 +296,23 @@ def notes_its_thread(path, label, gate=None):
     deadline = time.monotonic() + 15
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.01)
+    return label
+
+
+@task
+def notes_its_thread_and_ignores_term(path, label):
+    """Note the thread; on the main thread, set SIGTERM's handler to ignore."""
+    _note_thread(path, label)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return label
+
+
+@task
+def notes_its_thread_then_blocks(path, label, seconds=0):
+    """Note the thread, then sleep in one blocking call (the backend's timeout)."""
+    _note_thread(path, label)
+    time.sleep(seconds)
     return label
 
 

@@ -13,15 +13,11 @@ from .db import DatabaseGuard, close_quietly
 from .heartbeat import Heartbeat
 from .hooks import send_hook
 from .interruptible import Interruptible
+from .thread_signals import HANDLED_SIGNALS
 
 # How often a forked child asks whether its supervisor still lives (a system
 # call), however often its loop goes round.
 SUPERVISOR_LOOK_INTERVAL = 0.1
-# The signals a process handles. A supervisor blocks them around fork() so that
-# a child cannot run its parent's handlers before installing its own.
-HANDLED_SIGNALS = frozenset(
-    {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGCHLD}
-)
 
 
 class Runnable(Interruptible):

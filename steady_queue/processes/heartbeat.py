@@ -4,6 +4,7 @@ import logging
 import threading
 
 from .db import DatabaseGuard, close_quietly
+from .thread_signals import leave_signals_to_the_main_thread
 
 logger = logging.getLogger("steady_queue")
 
@@ -32,6 +33,7 @@ class Heartbeat:
             self._thread.join(timeout=5)
 
     def _run(self):
+        leave_signals_to_the_main_thread()
         while not self._stopped.wait(self.interval):
             try:
                 self.beat()

@@ -11,6 +11,7 @@ from ..dialects import dialect_for
 from ..models.base import READY_CHANNEL
 from .db import MAX_BACKOFF, QuietRepeats, backoff_after
 from .interruptible import Interruptible
+from .thread_signals import leave_signals_to_the_main_thread
 
 logger = logging.getLogger("steady_queue")
 
@@ -101,6 +102,7 @@ class ReadyListener(Interruptible):
         self.close_wake_pipe()
 
     def _run(self):
+        leave_signals_to_the_main_thread()
         failures = 0
         warnings = QuietRepeats()
         while not self._stopped.is_set():

@@ -5,6 +5,8 @@ import logging
 import queue
 import threading
 
+from .thread_signals import leave_signals_to_the_main_thread
+
 logger = logging.getLogger("steady_queue")
 
 # How long coroutines cancelled at stop get to run their cleanup.
@@ -115,12 +117,17 @@ class Pool:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(
-                target=self._loop.run_forever, name=f"{self.name}-loop", daemon=True
+                target=self._run_loop, name=f"{self.name}-loop", daemon=True
             )
             self._loop_thread.start()
         return self._loop
 
+    def _run_loop(self):
+        leave_signals_to_the_main_thread()
+        self._loop.run_forever()
+
     def _serve(self):
+        leave_signals_to_the_main_thread()
         while (function := self._queue.get()) is not None:
             if self._stopped:
                 # Never started: its claim is handed back when the worker leaves.

@@ -7,6 +7,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from .thread_signals import leave_signals_to_the_main_thread
+
 logger = logging.getLogger("steady_queue")
 
 # How long a job may hold up the claiming thread before Relief takes over the
@@ -95,6 +97,7 @@ class Relief:
                 self._wake.set()
 
     def _serve(self):
+        leave_signals_to_the_main_thread()
         relieved = None
         while not self._stopped.is_set():
             run = self._run

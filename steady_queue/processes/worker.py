@@ -15,6 +15,7 @@ itself (max_tasks, max_memory_mb) by draining and exiting the same way.
 
 import collections
 import logging
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -48,6 +49,10 @@ from .shared_claims import UNSHARED
 from .short_jobs import ShortJobs
 
 logger = logging.getLogger("steady_queue")
+
+# The handlers a worker installs (processes/base.py): a job run on the
+# claiming thread, the main one, could replace them.
+OWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 # A full pool sleeps until a thread frees up; this only bounds a missed wake-up.
 FULL_POOL_WAIT = 10.0
@@ -131,8 +136,10 @@ class Worker(JobStopping, Poller):
             enabled=config.inline_short_jobs and self.owns_process
         )
         self.job_connections = JobConnections(self.database)
-        # Set at boot when short jobs run here: the thread that claims.
+        # Set at boot when short jobs run here: the thread that claims, and
+        # the signal handlers it runs.
         self.claiming_thread = None
+        self.own_handlers = {}
         self.relief = None
         # Why this worker asked to be replaced; None if it was just stopped.
         self.replacement_reason = None
@@ -167,6 +174,10 @@ class Worker(JobStopping, Poller):
             # on this host wakes it.
             self.open_doorbell()
         super().boot()
+        if self.claiming_thread is not None:
+            # As boot installed them: a job run on the claiming thread may
+            # replace them (keep_own_signal_handlers).
+            self.own_handlers = {n: signal.getsignal(n) for n in OWN_SIGNALS}
         if self.options.listen_notify and announced:
             # A NOTIFY for a new ready job ends the poll sleep at once.
             self.listener = ReadyListener(
@@ -513,6 +524,23 @@ class Worker(JobStopping, Poller):
             # Inside running(): a Relief shutting the worker down meanwhile
             # waits for this outcome, and must not hand the job back.
             self.completed(outcome)
+        self.keep_own_signal_handlers(claim.job)
+
+    def keep_own_signal_handlers(self, job):
+        """Put back the worker's signal handlers, should the job just run on
+        the claiming thread (the main one) have replaced them: a stop would
+        otherwise go to the job's handler for the rest of the worker's life.
+        """
+        for number, handler in self.own_handlers.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+                logger.warning(
+                    "%s: job %s (%s) replaced the handler of %s; put back",
+                    self.description,
+                    job.pk,
+                    job.task_path,
+                    signal.Signals(number).name,
+                )
 
     def relief_turns(self):
         """How many polls Relief has made (0 without Relief)."""
@@ -649,6 +677,11 @@ class Worker(JobStopping, Poller):
         if self.listener is not None:
             self.listener.stop()
         self.close_doorbell()
+        if self.process is None:
+            # Stopped before it could register (a stop right after its
+            # start): it claimed nothing and has no outcome to write.
+            self.pool.stop()
+            return
         self.guard.call(self.hand_back_waiting)
         timeout = 0 if self.immediate else self.options.shutdown_timeout
         deadline = time.monotonic() + timeout

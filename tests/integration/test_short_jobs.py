@@ -3,7 +3,9 @@ they run there once their task's runs are seen to be short, and a job that
 runs long there stalls nothing (processes/relief.py)."""
 
 import itertools
+import os
 import signal
+import time
 from functools import partial
 
 import pytest
@@ -61,6 +63,15 @@ def warm_up(task, path):
         )
 
 
+def warmed_up(start_supervisor, task, path, env=None):
+    """Start a supervisor and warm ``task`` up on its worker (warm_up);
+    return (the supervisor, its worker's row)."""
+    supervisor = start_supervisor(env=env)
+    [worker] = wait_for_boot(supervisor)
+    warm_up(task, path)
+    return supervisor, worker
+
+
 def on_the_claiming_thread(enqueue, task, path, label, release=None, attempts=5):
     """Enqueue one job with ``enqueue(label)`` until a run of it starts on the
     claiming thread; return (its result, its label).
@@ -98,9 +109,7 @@ def gated(path, gate):
 
 def test_short_jobs_run_on_the_claiming_thread(start_supervisor, tmp_path):
     path = tmp_path / "runs"
-    supervisor = start_supervisor()
-    wait_for_boot(supervisor)
-    warm_up(tasks.notes_its_thread, path)
+    supervisor, _ = warmed_up(start_supervisor, tasks.notes_its_thread, path)
     results = [tasks.notes_its_thread.enqueue(str(path), f"run-{i}") for i in range(30)]
     wait_for(lambda: finished(results), timeout=scaled(20), message="the runs")
     assert statuses(results) == {TaskResultStatus.SUCCESSFUL: 30}
@@ -112,9 +121,7 @@ def test_short_jobs_run_on_the_claiming_thread(start_supervisor, tmp_path):
 
 def test_a_short_job_that_runs_long_there_stalls_nothing(start_supervisor, tmp_path):
     path, gate = tmp_path / "runs", tmp_path / "gate"
-    supervisor = start_supervisor()
-    [worker] = wait_for_boot(supervisor)
-    warm_up(tasks.notes_its_thread, path)
+    supervisor, worker = warmed_up(start_supervisor, tasks.notes_its_thread, path)
     enqueue, release = gated(path, gate)
     held, _ = on_the_claiming_thread(
         enqueue, tasks.notes_its_thread, path, "held", release
@@ -151,9 +158,7 @@ def test_a_stop_while_a_job_holds_the_claiming_thread_hands_it_back(
     start_supervisor, tmp_path
 ):
     path, gate = tmp_path / "runs", tmp_path / "gate"
-    supervisor = start_supervisor()
-    wait_for_boot(supervisor)
-    warm_up(tasks.notes_its_thread, path)
+    supervisor, _ = warmed_up(start_supervisor, tasks.notes_its_thread, path)
     enqueue, release = gated(path, gate)
     held, _ = on_the_claiming_thread(
         enqueue, tasks.notes_its_thread, path, "held", release
@@ -172,13 +177,51 @@ def test_a_stop_while_a_job_holds_the_claiming_thread_hands_it_back(
     assert current.finished_at is None
 
 
+def test_a_second_ctrl_c_stops_at_once_while_a_job_blocks_the_claiming_thread(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    # A graceful stop would wait for the held job (up to 30 s): only the
+    # second Ctrl-C, taken at once, ends it sooner.
+    task = tasks.notes_its_thread_then_blocks
+    supervisor, worker = warmed_up(
+        start_supervisor, task, path, env={"SQ_TEST_SHUTDOWN_TIMEOUT": "30"}
+    )
+    # One blocking call of 15 s: a signal the kernel gave another thread
+    # would wait for it to end before its handler ran.
+    held, _ = on_the_claiming_thread(
+        lambda label: task.enqueue(str(path), label, 15), task, path, "held"
+    )
+    # Ctrl-C in a terminal: SIGINT to the whole process group, twice.
+    os.killpg(supervisor.pid, signal.SIGINT)
+    wait_for_log(supervisor, f"Worker {worker.name} stopping gracefully")
+    sent = time.monotonic()
+    os.killpg(supervisor.pid, signal.SIGINT)
+    assert wait_for_exit(supervisor) == 0
+    # Not when the 15 s call ends: the handler ran as the signal came.
+    assert time.monotonic() - sent < 8
+    assert status_of(held) == TaskResultStatus.READY
+
+
+def test_a_job_that_replaces_a_signal_handler_there_does_not_keep_it(
+    start_supervisor, tmp_path
+):
+    path = tmp_path / "runs"
+    task = tasks.notes_its_thread_and_ignores_term
+    supervisor, worker = warmed_up(start_supervisor, task, path)
+    wait_for_log(supervisor, "replaced the handler of SIGTERM; put back")
+    # The worker's own handler took the stop: a graceful one.
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
+    assert f"Worker {worker.name} stopping gracefully" in supervisor.log()
+
+
 def test_a_short_job_past_its_timeout_there_fails_and_its_worker_is_replaced(
     start_supervisor, tmp_path
 ):
     path = tmp_path / "runs"
-    supervisor = start_supervisor()
-    [worker] = wait_for_boot(supervisor)
-    warm_up(tasks.notes_its_thread_then_sleeps, path)
+    task = tasks.notes_its_thread_then_sleeps
+    supervisor, worker = warmed_up(start_supervisor, task, path)
 
     def enqueue(label):
         return tasks.notes_its_thread_then_sleeps.enqueue(str(path), label, 30)

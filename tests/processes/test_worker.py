@@ -420,3 +420,21 @@ def test_a_stopping_worker_claims_nothing(make_worker):
     assert not ClaimedExecution.objects.exists()
     (waiting,) = refreshed(waiting)
     assert waiting.status == TaskResultStatus.READY
+
+
+def test_a_worker_stopped_before_it_registered_shuts_down_without_an_error(caplog):
+    # A supervisor stopped right after it started a replacement worker: the
+    # worker's stop came before its row was written.
+    from steady_queue.compat import task_backends
+    from steady_queue.conf import WorkerConfig
+    from steady_queue.processes.worker import Worker
+
+    worker = Worker(task_backends["default"], WorkerConfig(), name="worker-unborn")
+    worker.pool.start()
+    worker.stop()
+    worker.register()
+    assert worker.process is None
+    with caplog.at_level("WARNING", logger="steady_queue"):
+        worker.shutdown()
+    worker.close_wake_pipe()
+    assert [r.getMessage() for r in caplog.records if r.levelname != "INFO"] == []
