@@ -86,9 +86,12 @@ def test_three_hosts_with_skewed_clocks_run_every_job_once(
     )
     limited = list(Job.objects.values_list("pk", flat=True))
     assert len(limited) == LIMITED_KEYS * LIMITED_PER_KEY
+    # 80 ms runs: about 5 s of work for the 12 threads, long enough for the
+    # chaos below to land mid-drain even when this test process is starved
+    # (30 ms runs drained between two of its looks beside two CPU burners).
     results = enqueue_many(
         tasks.record_run_after,
-        [((str(runs_path), f"job-{n}", 0.03), {}) for n in range(JOBS)],
+        [((str(runs_path), f"job-{n}", 0.08), {}) for n in range(JOBS)],
     )
     supervisors = {}
     for name, seconds in CLOCKS.items():
