@@ -148,8 +148,10 @@ def test_jobs_no_live_version_can_load_cost_the_queue_nothing(start_supervisor):
     if connection.vendor == "postgresql":
         # Only a gross churn: the rate counts every poll of every process and
         # of this test, which slow down or speed up with the machine's load
-        # (one CI run measured 101 alone, 166 beside, with no write on a held
-        # job); the check above is the exact one.
-        assert beside_rate <= 3 * alone_rate + scaled(20)
+        # (CI runs measured 101 alone, 166 beside, and beside two CPU burners
+        # 70 and 287, with no write on a held job); the check above is the
+        # exact one. Writing the 2,000 held jobs at each wake would commit
+        # thousands a second.
+        assert beside_rate <= 3 * alone_rate + scaled(100)
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0, supervisor.log()
