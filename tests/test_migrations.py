@@ -94,15 +94,22 @@ ADDITIVE = ("CreateModel", "AddIndex", "AddConstraint", "AddField", "RunPython")
 
 def changes_the_column(loader, app, name, operation):
     """Whether an AlterField of migration ``name`` changes more than the
-    attributes Django keeps out of the database (verbose_name, help_text...)."""
+    attributes Django keeps out of the database (verbose_name, help_text...)
+    or drops a foreign-key constraint (the previous release's writes pass
+    without its check, and none of its code relied on the check failing)."""
     before = loader.project_state((app, name), at_end=False)
     old = before.models[app, operation.model_name_lower].fields[operation.name]
     new = operation.field
+    ignored = (
+        {"db_constraint"} if getattr(new, "db_constraint", True) is False else set()
+    )
 
     def column(field):
         path, args, kwargs = field.deconstruct()[1:]
         kept = {
-            key: value for key, value in kwargs.items() if key not in field.non_db_attrs
+            key: value
+            for key, value in kwargs.items()
+            if key not in field.non_db_attrs and key not in ignored
         }
         return path, args, kept
 

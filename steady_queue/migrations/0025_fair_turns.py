@@ -27,7 +27,9 @@ def drop_fair_turns_index(apps, schema_editor):
         if schema_editor.connection.vendor == "mysql"
         else ""
     )
-    schema_editor.execute(f"DROP INDEX {FAIR_TURNS_INDEX}{on_table}")
+    # IF EXISTS: on SQLite, a table rebuild of a later migration's reversal
+    # (0027) has dropped it already.
+    schema_editor.execute(f"DROP INDEX IF EXISTS {FAIR_TURNS_INDEX}{on_table}")
 
 
 class Migration(migrations.Migration):

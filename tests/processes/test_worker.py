@@ -10,6 +10,7 @@ import logging
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from django.utils.connection import ConnectionDoesNotExist
 
@@ -438,3 +439,28 @@ def test_a_worker_stopped_before_it_registered_shuts_down_without_an_error(caplo
         worker.shutdown()
     worker.close_wake_pipe()
     assert [r.getMessage() for r in caplog.records if r.levelname != "INFO"] == []
+
+
+def test_a_ready_row_whose_job_was_deleted_in_sql_is_never_run_and_goes_with_its_claim(
+    make_worker,
+):
+    """The execution tables have no foreign-key constraint (migration 0027):
+    a job row deleted by hand leaves its ready row behind. The worker claims
+    it, runs nothing for it, and its claim is dropped when the worker stops."""
+    gone, kept = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    with connection.cursor() as cursor:
+        table = connection.ops.quote_name(Job._meta.db_table)
+        cursor.execute(f"DELETE FROM {table} WHERE id = %s", [int(gone.id)])
+    assert ReadyExecution.objects.filter(job_id=int(gone.id)).exists()
+    worker = make_worker(threads=2)
+
+    worker.poll()
+
+    assert worker.in_flight == job_ids(kept)
+    worker.pool.run_all()
+    worker.stop()
+    worker.shutdown()
+    (kept,) = refreshed(kept)
+    assert kept.status == TaskResultStatus.SUCCESSFUL
+    assert not ReadyExecution.objects.exists()
+    assert not ClaimedExecution.objects.exists()
