@@ -97,11 +97,8 @@ class Dialect:
         at once rather than fail a read-to-write upgrade. Its RETURNING keeps
         no order: the rows come back with their ``order`` columns, sorted here.
         """
-        returned = ", ".join([key, *(column for column, _ in order)])
-        cursor.execute(
-            f"DELETE FROM {table} WHERE {key} IN ({pick_sql}) RETURNING {returned}",
-            params,
-        )
+        returned = [key, *(column for column, _ in order)]
+        cursor.execute(self.delete_picked_sql(table, key, pick_sql, returned), params)
         rows = cursor.fetchall()
         if order:
             descending = [desc for _, desc in order]
@@ -143,18 +140,25 @@ class Dialect:
         quote = connection.ops.quote_name
         pick = queryset.values_list(meta.pk.name)[:limit]
         pick_sql, params = pick.query.get_compiler(using=queryset.db).as_sql()
-        columns = ", ".join(quote(meta.get_field(name).column) for name in fields)
+        columns = [quote(meta.get_field(name).column) for name in fields]
         # One statement. On SQLite it starts with a write, so it takes the write
         # lock (waiting on busy_timeout) rather than failing a read-to-write
         # upgrade.
         with connection.cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} "
-                f"IN ({pick_sql}) RETURNING {columns}",
+                self.delete_picked_sql(
+                    quote(meta.db_table), quote(meta.pk.column), pick_sql, columns
+                ),
                 params,
             )
             rows = cursor.fetchall()
         return queryset.convert_raw_rows(rows, fields)
+
+    def delete_picked_sql(self, table, key, pick_sql, columns):
+        """A DELETE of the rows of ``table`` whose ``key`` the SELECT
+        ``pick_sql`` picks, returning ``columns`` (quoted names)."""
+        returned = ", ".join(columns)
+        return f"DELETE FROM {table} WHERE {key} IN ({pick_sql}) RETURNING {returned}"
 
     def add_on_conflict(self, table, key_columns, summed_columns, replaced=()):
         """The tail of an INSERT INTO ``table`` that, where a row with the same
@@ -181,6 +185,11 @@ class Dialect:
         """A context in which statements are sent without waiting for the
         results of the ones before, where the driver can; here none."""
         return nullcontext()
+
+    def commit_unflushed(self, cursor):
+        """Let the open transaction's commit return before it is on disk,
+        where the database allows that per transaction: for work that a crash
+        may undo and that is as good done again. Here, nothing to do."""
 
     def now_sql(self):
         """A SELECT of the server's current time (UTC)."""

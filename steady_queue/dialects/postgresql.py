@@ -123,6 +123,23 @@ class PostgreSQL(Dialect):
         with connection.wrap_database_errors, connection.connection.pipeline():
             yield
 
+    def delete_picked_sql(self, table, key, pick_sql, columns):
+        # The picked keys as a materialized CTE, not an IN subquery: joined
+        # to the same table, the planner sized a merge join from the key
+        # index's lowest live entry, walking every dead one below it (63 ms
+        # to plan a 2,000-job delete after a million were cleared, 3 ms so).
+        returned = ", ".join(f"{table}.{column}" for column in columns)
+        return (
+            f"WITH picked (picked_key) AS MATERIALIZED ({pick_sql}) "
+            f"DELETE FROM {table} USING picked "
+            f"WHERE {table}.{key} = picked.picked_key RETURNING {returned}"
+        )
+
+    def commit_unflushed(self, cursor):
+        # This transaction alone; the server may lose its last such commits
+        # in a crash (never a later commit's), as if they had not been made.
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
     def now_sql(self):
         # The statement's start, not the transaction's: a long transaction
         # must not report a stale now.

@@ -52,11 +52,22 @@ class Clearing:
         A batch per transaction; ``progress(n)`` is called after each.
         """
         matching = self.finished_before(finished_before, queue_name)
-        deleted = 0
+        deleted, ids, since = 0, None, None
         while True:
-            ids = list(matching.values_list("pk", flat=True)[:batch_size])
-            if not ids:
+            # Each batch picks on from the last one's finish time: the index
+            # entries of the jobs already deleted stay until a vacuum, and a
+            # pick from the start walked all of them (at ten million jobs,
+            # 32 ms a batch after the first million). Inclusive, as jobs may
+            # share a time; what the last batch left (needed by a dependent)
+            # its filter leaves too.
+            batch = (
+                matching if since is None else matching.filter(finished_at__gte=since)
+            )
+            rows = batch.order_by("finished_at").values_list("pk", "finished_at")
+            picked = list(rows[:batch_size])
+            if not picked or [pk for pk, _ in picked] == ids:
                 return deleted
+            ids, since = [pk for pk, _ in picked], picked[-1][1]
             count = len(self.model.objects.using(self.db).delete_unneeded(ids))
             deleted += count
             if progress is not None:
@@ -80,6 +91,11 @@ class Clearing:
             picked = LiteralIds(ids)
             unflagged = jobs.filter(pk__in=picked, has_dependents=False).order_by("pk")
             gone = [row[0] for row in unflagged.delete_returning(["id"])]
+            # A batch a crash undoes is cleared again by the next run: its
+            # commit need not wait for the disk (a third of a batch's time
+            # on PostgreSQL at ten million jobs).
+            with self.connection.cursor() as cursor:
+                self.dialect.commit_unflushed(cursor)
             # The rest were flagged when the delete came to them (or deleted
             # already, by another clearing): as a rule none, and no query.
             rest = set(ids).difference(gone)
