@@ -147,6 +147,21 @@ def test_literal_ids_select_exactly_their_rows_and_refuse_what_is_not_a_number()
         LiteralIds(["1) OR (1=1"])
 
 
+def test_among_literal_ids_selects_exactly_their_rows_as_one_array_on_postgresql():
+    from steady_queue.dialects.literal_ids import AmongLiteralIds
+
+    jobs = [make_job("finished") for _ in range(3)]
+    picked = Job.objects.filter(AmongLiteralIds("pk", [jobs[0].pk, str(jobs[2].pk)]))
+    assert sorted(picked.values_list("pk", flat=True)) == [jobs[0].pk, jobs[2].pk]
+    sql = str(picked.query)
+    # One constant on PostgreSQL, whatever the number of ids; a list elsewhere.
+    assert ("= ANY('{" in sql) == (connection.vendor == "postgresql"), sql
+    assert not Job.objects.filter(AmongLiteralIds("pk", [])).exists()
+    assert Job.objects.exclude(AmongLiteralIds("pk", [])).count() == 3
+    with pytest.raises(ValueError):
+        AmongLiteralIds("pk", ["1}'::bigint[]) OR (1=1"])
+
+
 @pytest.mark.parametrize(
     "statements",
     [

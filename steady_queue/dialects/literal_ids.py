@@ -1,7 +1,8 @@
 """LiteralIds: many row ids in one statement, written as numbers."""
 
 from django.core.exceptions import EmptyResultSet
-from django.db.models import Expression, IntegerField
+from django.db.models import Expression, F, IntegerField, Q
+from django.db.models.lookups import Lookup
 
 
 class LiteralIds(Expression):
@@ -27,3 +28,41 @@ class LiteralIds(Expression):
             # Matches nothing: the compiler drops the statement, as for pk__in=[].
             raise EmptyResultSet
         return f"({', '.join(map(str, self.ids))})", []
+
+
+class AmongLiteralIds(Lookup):
+    """A condition for ``filter()``: ``field`` is one of ``ids``, written as
+    numbers in the SQL itself (LiteralIds).
+
+    On PostgreSQL as ``= ANY('{1,2,3}'::bigint[])``: one constant, where the
+    list ``IN (1, 2, 3)`` is one per id, each parsed and folded by the
+    planner (4 to 10 ms to plan a delete of 2,000 ids from an empty table,
+    under 1 ms so). Elsewhere as ``IN (1, 2, 3)``. A lookup, not a bare
+    boolean expression: MySQL would compare that to TRUE, and read no index.
+    """
+
+    lookup_name = "among_literal_ids"  # never registered: built directly
+    prepare_rhs = False
+
+    def __init__(self, field, ids):
+        super().__init__(F(field), LiteralIds(ids))
+
+    def as_sql(self, compiler, connection):
+        field_sql, params = self.process_lhs(compiler, connection)
+        ids_sql, _ = self.rhs.as_sql(compiler, connection)
+        return f"{field_sql} IN {ids_sql}", params
+
+    def as_postgresql(self, compiler, connection):
+        field_sql, params = self.process_lhs(compiler, connection)
+        if not self.rhs.ids:
+            raise EmptyResultSet
+        listed = ",".join(map(str, self.rhs.ids))
+        return f"{field_sql} = ANY('{{{listed}}}'::bigint[])", params
+
+
+def among(field, ids):
+    """The condition ``field`` in ``ids``: AmongLiteralIds for LiteralIds,
+    else ``field__in`` (a list, a query)."""
+    if isinstance(ids, LiteralIds):
+        return AmongLiteralIds(field, ids.ids)
+    return Q(**{f"{field}__in": ids})

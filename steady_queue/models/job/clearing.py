@@ -1,7 +1,7 @@
 """Clearing: deleting successful jobs once they are old enough."""
 
 from ...dialects.isolation import atomic
-from ...dialects.literal_ids import LiteralIds
+from ...dialects.literal_ids import AmongLiteralIds, LiteralIds
 from ...states import State
 from ..job_dependency import JobDependency
 from .states import in_state
@@ -88,8 +88,8 @@ class Clearing:
         with atomic(using=self.db):
             # A write first: SQLite waits for its lock only then. In id
             # order, as an enqueue locks the jobs it depends on.
-            picked = LiteralIds(ids)
-            unflagged = jobs.filter(pk__in=picked, has_dependents=False).order_by("pk")
+            picked = AmongLiteralIds("pk", ids)
+            unflagged = jobs.filter(picked, has_dependents=False).order_by("pk")
             gone = [row[0] for row in unflagged.delete_returning(["id"])]
             # A batch a crash undoes is cleared again by the next run: its
             # commit need not wait for the disk (a third of a batch's time
@@ -105,7 +105,7 @@ class Clearing:
             # what they waited for go with them.
             jobs.delete_steps_of(LiteralIds(gone))
             edges = JobDependency.objects.using(self.db)
-            edges.filter(job_id__in=LiteralIds(gone)).delete_rows()
+            edges.filter(AmongLiteralIds("job_id", gone)).delete_rows()
         return sorted(gone)
 
     def _unneeded_of_flagged(self, jobs):

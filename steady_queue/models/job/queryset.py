@@ -1,5 +1,6 @@
 """JobQuerySet: the verbs on jobs, one mixin per concern."""
 
+from ...dialects.literal_ids import among
 from ..base import QueueQuerySet
 from ..job_outcomes import Outcomes
 from ..step import Step
@@ -34,7 +35,7 @@ class JobQuerySet(Enqueueing, Routing, Outcomes, Clearing, Searching, QueueQuery
         """Delete the durable steps and the waits of these jobs (ids, or a
         query of them)."""
         for model in (Step, Wait):
-            model.objects.using(self.db).filter(job_id__in=job_ids).delete_rows()
+            model.objects.using(self.db).filter(among("job_id", job_ids)).delete_rows()
 
     def with_state(self):
         """Each job annotated with its state and, if running, its claim."""
