@@ -260,9 +260,19 @@ def test_a_handback_the_database_refuses_goes_back_to_ready_at_the_next_poll(
     assert not ClaimedExecution.objects.exists()
 
 
+@pytest.fixture
+def alive_for_an_hour(settings):
+    """Processes registered by the test stay alive however long a loaded
+    machine takes from their heartbeat to the health check (CI's lanes took
+    over the 5 s threshold of the settings, twice)."""
+    configured = copy.deepcopy(settings.TASKS)
+    configured["default"]["OPTIONS"]["process_alive_threshold"] = 3600
+    settings.TASKS = configured
+
+
 @pytest.mark.django_db
 def test_a_version_longer_than_the_column_is_recorded_whole_and_required_as_given(
-    settings,
+    settings, alive_for_an_hour
 ):
     from django.core.management import call_command
 
@@ -283,11 +293,6 @@ def test_a_version_longer_than_the_column_is_recorded_whole_and_required_as_give
     # Two versions that differ past the column's length stay two.
     assert mine != theirs
     assert len(mine) <= 128 and len(theirs) <= 128
-    # Alive however long a loaded machine takes from this heartbeat to the
-    # check (CI's lanes once took over the 5 s threshold of the settings).
-    configured = copy.deepcopy(settings.TASKS)
-    configured["default"]["OPTIONS"]["process_alive_threshold"] = 3600
-    settings.TASKS = configured
     Process.objects.register(kind="supervisor", name="sup-long", code_version=mine)
     out = io.StringIO()
     call_command(
@@ -555,7 +560,9 @@ def test_one_warning_per_task_per_interval_says_why_and_what_to_do(make_worker, 
 
 
 @pytest.mark.django_db
-def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_run():
+def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_run(
+    alive_for_an_hour,
+):
     from django.core.management import CommandError, call_command
 
     def health(*args):
@@ -593,7 +600,9 @@ def test_health_handover_waits_for_the_queued_jobs_only_a_departing_version_can_
 
 
 @pytest.mark.django_db
-def test_health_handover_waits_for_a_running_job_only_a_departing_version_can_run():
+def test_health_handover_waits_for_a_running_job_only_a_departing_version_can_run(
+    alive_for_an_hour,
+):
     """A job of a task only the old release has, running on its worker: the
     old release's stop would hand it back, and the new code cannot run it."""
     import io
