@@ -61,8 +61,8 @@ class AmongLiteralIds(Lookup):
 
 
 def among(field, ids):
-    """The condition ``field`` in ``ids``: AmongLiteralIds for LiteralIds,
-    else ``field__in`` (a list, a query)."""
-    if isinstance(ids, LiteralIds):
-        return AmongLiteralIds(field, ids.ids)
+    """The condition ``field`` in ``ids``: for a list of ids,
+    AmongLiteralIds; for a query, ``field__in``."""
+    if isinstance(ids, list):
+        return AmongLiteralIds(field, ids)
     return Q(**{f"{field}__in": ids})

@@ -29,30 +29,19 @@ class Migration(migrations.Migration):
     operations = [
         # Run last when the migration is reversed, after the rebuilds.
         migrations.RunPython(migrations.RunPython.noop, restore_fair_turns_index),
-        migrations.AlterField(
-            model_name='blockedexecution',
-            name='job',
-            field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
-        ),
-        migrations.AlterField(
-            model_name='claimedexecution',
-            name='job',
-            field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
-        ),
-        migrations.AlterField(
-            model_name='failedexecution',
-            name='job',
-            field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
-        ),
-        migrations.AlterField(
-            model_name='readyexecution',
-            name='job',
-            field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
-        ),
-        migrations.AlterField(
-            model_name='scheduledexecution',
-            name='job',
-            field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
+        *(
+            migrations.AlterField(
+                model_name=name,
+                name='job',
+                field=models.OneToOneField(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='steady_queue.job'),
+            )
+            for name in (
+                'blockedexecution',
+                'claimedexecution',
+                'failedexecution',
+                'readyexecution',
+                'scheduledexecution',
+            )
         ),
         migrations.RunPython(restore_fair_turns_index, migrations.RunPython.noop),
     ]

@@ -1,7 +1,7 @@
 """Clearing: deleting successful jobs once they are old enough."""
 
 from ...dialects.isolation import atomic
-from ...dialects.literal_ids import AmongLiteralIds, LiteralIds
+from ...dialects.literal_ids import AmongLiteralIds
 from ...states import State
 from ..job_dependency import JobDependency
 from .states import in_state
@@ -65,9 +65,10 @@ class Clearing:
             )
             rows = batch.order_by("finished_at").values_list("pk", "finished_at")
             picked = list(rows[:batch_size])
-            if not picked or [pk for pk, _ in picked] == ids:
+            previous, ids = ids, [pk for pk, _ in picked]
+            if not ids or ids == previous:
                 return deleted
-            ids, since = [pk for pk, _ in picked], picked[-1][1]
+            since = picked[-1][1]
             count = len(self.model.objects.using(self.db).delete_unneeded(ids))
             deleted += count
             if progress is not None:
@@ -103,7 +104,7 @@ class Clearing:
                 gone += self._unneeded_of_flagged(jobs.filter(pk__in=rest))
             # Finished jobs have no execution rows left; their steps and
             # what they waited for go with them.
-            jobs.delete_steps_of(LiteralIds(gone))
+            jobs.delete_steps_of(gone)
             edges = JobDependency.objects.using(self.db)
             edges.filter(AmongLiteralIds("job_id", gone)).delete_rows()
         return sorted(gone)

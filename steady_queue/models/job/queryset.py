@@ -32,8 +32,8 @@ class JobQuerySet(Enqueueing, Routing, Outcomes, Clearing, Searching, QueueQuery
         return super().delete_rows()
 
     def delete_steps_of(self, job_ids):
-        """Delete the durable steps and the waits of these jobs (ids, or a
-        query of them)."""
+        """Delete the durable steps and the waits of these jobs (a list of
+        ids, or a query of them)."""
         for model in (Step, Wait):
             model.objects.using(self.db).filter(among("job_id", job_ids)).delete_rows()
 
