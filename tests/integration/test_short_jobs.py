@@ -2,10 +2,10 @@
 they run there once their task's runs are seen to be short, and a job that
 runs long there stalls nothing (processes/relief.py)."""
 
-import itertools
 import os
 import signal
 import time
+import uuid
 from functools import partial
 
 import pytest
@@ -49,14 +49,20 @@ def finished(results):
 
 
 def warm_up(task, path):
-    """Enqueue rounds of short runs until one ran on the claiming thread: the
-    worker judges a task by its runs (three at least, on pool threads)."""
+    """Enqueue rounds of short runs until one of a round ran on the claiming
+    thread: the worker judges a task by its runs (three at least, on pool
+    threads).
+
+    Only the round's own runs count: a warm-up after a worker was replaced
+    finds the runs of the worker before it in the file, and its replacement
+    has judged nothing yet."""
     deadline = timezone.now().timestamp() + scaled(30)
-    for round_ in itertools.count():
-        results = [task.enqueue(str(path), f"warm-{round_}-{i}") for i in range(10)]
+    while True:
+        labels = [f"warm-{uuid.uuid4().hex[:8]}-{i}" for i in range(10)]
+        results = [task.enqueue(str(path), label) for label in labels]
         wait_for(partial(finished, results), timeout=scaled(20), message="warm-up")
         seen = threads_of(path)
-        if any(thread == CLAIMING_THREAD for _, thread in seen.values()):
+        if any(seen[label][1] == CLAIMING_THREAD for label in labels):
             return
         assert timezone.now().timestamp() < deadline, (
             f"no short run went to the claiming thread: {sorted(seen.values())}"
