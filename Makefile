@@ -66,7 +66,7 @@ demo: $(VENVS)/dj61/.installed
 
 bench: $(VENVS)/dj61/.installed
 	@$(PYTHON) bench/run.py $(ARGS)
-	@$(PYTHON) bench/held_xmin.py
+	@$(PYTHON) bench/held_xmin.py --databases postgresql mariadb
 	@$(VENVS)/dj61/bin/python bench/limits.py
 	@$(VENVS)/dj61/bin/python bench/fairness.py
 	@$(VENVS)/dj61/bin/python bench/scheduling.py

@@ -2,7 +2,7 @@
 
 Usage: dbadmin.py recreate VENDOR NAME | dbadmin.py version VENDOR
        | dbadmin.py counters postgresql NAME
-       | dbadmin.py hold postgresql NAME DELAY SECONDS
+       | dbadmin.py hold postgresql|mysql NAME DELAY SECONDS
 Prints one line 'BENCH_RESULT <json>'.
 """
 
@@ -59,20 +59,43 @@ def counters(vendor: str, name: str) -> dict:
 def hold(vendor: str, name: str, delay: float, seconds: float) -> dict:
     """After ``delay`` seconds, open a REPEATABLE READ transaction in database
     ``name``, take its snapshot (one read), keep it ``seconds``, commit; then
-    the dead row versions of each table (what vacuum could not remove)."""
+    what it kept from being cleaned up: on PostgreSQL the dead row versions of
+    each table (what vacuum could not remove), on MariaDB InnoDB's history
+    list length (the undo records purge could not remove, server-wide) at
+    the start of the hold and at its end."""
     import time
 
     time.sleep(delay)
     conn = connect(vendor, name)
     with conn.cursor() as cur:
-        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        cur.execute("SELECT count(*) FROM pg_class")
-        time.sleep(seconds)
-        cur.execute("SELECT relname, n_dead_tup FROM pg_stat_user_tables")
-        dead = dict(cur.fetchall())
+        if vendor == "postgresql":
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur.execute("SELECT count(*) FROM pg_class")
+            time.sleep(seconds)
+            cur.execute("SELECT relname, n_dead_tup FROM pg_stat_user_tables")
+            found = {"dead": dict(cur.fetchall())}
+        else:
+            # The read view is taken at START TRANSACTION, not at a first read.
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            start = _history_list_length(cur)
+            time.sleep(seconds)
+            found = {
+                "dead": {},
+                "history_list_length": {
+                    "start": start,
+                    "release": _history_list_length(cur),
+                },
+            }
     conn.commit()
     conn.close()
-    return {"held_seconds": seconds, "dead": dead}
+    return {"held_seconds": seconds, **found}
+
+
+def _history_list_length(cur) -> int:
+    """InnoDB's undo records not yet purged (MariaDB's status variable)."""
+    cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'")
+    return int(cur.fetchone()[1])
 
 
 def main() -> None:

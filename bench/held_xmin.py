@@ -2,15 +2,18 @@
 
 python3.12 bench/held_xmin.py [--held-seconds 120] [--quick] [--systems ...]
 
-On PostgreSQL, for steady_queue and pgqueuer in turn: idle workers as in the
-main benchmark, and a producer enqueueing one job at a time at ``--rate``
-jobs/s (500) for ``--around-seconds`` (20), then while a ``REPEATABLE READ``
+On PostgreSQL (and with ``--databases`` on MariaDB, steady_queue alone),
+for steady_queue and pgqueuer in turn: idle workers as in the main
+benchmark, and a producer enqueueing one job at a time at ``--rate`` jobs/s
+(500) for ``--around-seconds`` (20), then while a ``REPEATABLE READ``
 transaction that has read a row stays open for ``--held-seconds`` (120; a
 transaction like it, an open ``psql`` or a stuck report, keeps every row
-version deleted since its snapshot from being vacuumed), then for as long
-again after it commits. For each phase: pickup p50/p99 (job start - return
-of its enqueue call) and the jobs started per second; at the end of the hold,
-the dead row versions of each of the system's tables (``n_dead_tup``). Writes
+version deleted since its snapshot from being vacuumed or purged), then for
+as long again after it commits. For each phase: pickup p50/p99 (job start -
+return of its enqueue call) and the jobs started per second; at the end of
+the hold, what it kept: on PostgreSQL the dead row versions of each of the
+system's tables (``n_dead_tup``), on MariaDB InnoDB's history list length
+(the purge lag) at the start of the hold and at its release. Writes
 results/held_xmin.md and results/held_xmin.json. ``--quick``: 15 s held,
 5 s around. Run by ``make bench`` after bench/run.py.
 """
@@ -50,6 +53,13 @@ def parse_args() -> argparse.Namespace:
         choices=["steady_queue", "pgqueuer"],
         default=["steady_queue", "pgqueuer"],
     )
+    parser.add_argument(
+        "--databases",
+        nargs="+",
+        choices=["postgresql", "mariadb"],
+        default=["postgresql"],
+        help="mariadb: steady_queue alone (pgqueuer is PostgreSQL's)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.held_seconds, args.around_seconds = 15, 5
@@ -60,7 +70,8 @@ def hold(target: Target, delay: float, seconds: float) -> subprocess.Popen:
     """Start dbadmin.py hold: after ``delay`` s, a REPEATABLE READ transaction
     open for ``seconds``."""
     name = target.env["BENCH_DB_NAME"]
-    argv = [str(target.tools_python), "dbadmin.py", "hold", "postgresql", name]
+    vendor = target.database.vendor
+    argv = [str(target.tools_python), "dbadmin.py", "hold", vendor, name]
     return subprocess.Popen(
         [*argv, str(delay), str(seconds)],
         env=target.env,
@@ -80,10 +91,11 @@ def summary(pickups: list[float], started: list[float], seconds: float) -> dict:
     }
 
 
-def run_system(system, installed, tools, args) -> dict:
-    """One system: workers, a paced producer, and the held transaction."""
+def run_system(system, database, installed, tools, args, env) -> dict:
+    """One system on one database: workers, a paced producer, and the held
+    transaction."""
     variant = system.variants()[0]
-    target = Target(system, variant, DATABASES["postgresql"], installed, tools, {})
+    target = Target(system, variant, database, installed, tools, env)
     target.setup()
     workers = target.start_workers("held_xmin")
     around, held = args.around_seconds, args.held_seconds
@@ -119,9 +131,12 @@ def run_system(system, installed, tools, args) -> dict:
             if low <= i / args.rate + pickup < high
         ]
         phases[phase] = summary(mine, began, high - low)
+    held = result_of(out)
     return {
+        "database": database.key,
         "phases": phases,
-        "dead_row_versions_at_release": result_of(out).get("dead", {}),
+        "dead_row_versions_at_release": held.get("dead", {}),
+        "history_list_length": held.get("history_list_length"),
         "stop": stopped,
     }
 
@@ -147,11 +162,26 @@ def markdown(data: dict) -> str:
                 f"| {key} | {phase} | {_num(figures['p50_ms'])} | "
                 f"{_num(figures['p99_ms'])} | {_num(figures['jobs_started_per_s'])} |"
             )
-    lines += ["", "Dead row versions at the release (n_dead_tup):", ""]
+    lines += ["", "What the hold kept from being cleaned up, at its release:", ""]
     for key, found in data["systems"].items():
+        if "error" in found:
+            continue
+        history = found.get("history_list_length")
+        if history:
+            lines.append(
+                f"- {key}: InnoDB history list length {history['start']:,} at "
+                f"the start of the hold, {history['release']:,} at its release"
+            )
+            continue
         dead = found.get("dead_row_versions_at_release") or {}
-        tables = ", ".join(f"{t} {n:,}" for t, n in sorted(dead.items()) if n)
-        lines.append(f"- {key}: {tables or 'none'}")
+        # Per 1,000 jobs enqueued while held: a comparison across systems.
+        jobs = found["phases"]["during"]["jobs"] or 1
+        tables = ", ".join(
+            f"{t} {n:,} ({1000 * n / jobs:,.0f} per 1,000 jobs)"
+            for t, n in sorted(dead.items())
+            if n
+        )
+        lines.append(f"- {key}: dead row versions (n_dead_tup) {tables or 'none'}")
     return "\n".join(lines) + "\n"
 
 
@@ -171,22 +201,37 @@ def main() -> None:
         "around_seconds": args.around_seconds,
         "systems": {},
     }
-    for key in args.systems:
-        system = SYSTEMS[key]
-        print(f"{system.title}: held xmin ...", flush=True)
-        try:
-            installed = venvs.ensure(
-                system.key,
-                list(system.requirements),
-                editable=system.editable,
-                mysql="mariadb" in system.databases,
+    for database in (DATABASES[key] for key in args.databases):
+        for key in args.systems:
+            system = SYSTEMS[key]
+            if database.key not in system.databases:
+                continue
+            # PostgreSQL's rows keep the systems' bare names (earlier results).
+            label = (
+                key if database.key == "postgresql" else f"{key} on {database.title}"
             )
-            data["systems"][key] = run_system(
-                system, installed["python"], tools["python"], args
-            )
-        except Exception as error:  # the other system's figures are still worth having
-            data["systems"][key] = {"error": f"{type(error).__name__}: {error}"}
-    versions = {"PostgreSQL": DATABASES["postgresql"].version(tools["python"], {})}
+            print(f"{system.title} on {database.title}: held xmin ...", flush=True)
+            try:
+                installed = venvs.ensure(
+                    system.key,
+                    list(system.requirements),
+                    editable=system.editable,
+                    mysql="mariadb" in system.databases,
+                )
+                # mysqlclient where both venvs have it, as in bench/run.py.
+                c_driver = tools["mysqlclient"] and installed["mysqlclient"]
+                env = {"BENCH_MYSQL_DRIVER": "mysqlclient" if c_driver else "pymysql"}
+                data["systems"][label] = run_system(
+                    system, database, installed["python"], tools["python"], args, env
+                )
+            except Exception as error:  # the others' figures are still worth having
+                data["systems"][label] = {"error": f"{type(error).__name__}: {error}"}
+    driver = "mysqlclient" if tools["mysqlclient"] else "pymysql"
+    env = {**os.environ, "BENCH_MYSQL_DRIVER": driver}
+    versions = {
+        DATABASES[key].title: DATABASES[key].version(tools["python"], env)
+        for key in args.databases
+    }
     described = machine.describe_run(versions, load)
     data["machine"] = (
         f"{described.get('cpu')} x {described.get('cores')} cores, load average "
