@@ -218,16 +218,13 @@ def main() -> None:
                     editable=system.editable,
                     mysql="mariadb" in system.databases,
                 )
-                # mysqlclient where both venvs have it, as in bench/run.py.
-                c_driver = tools["mysqlclient"] and installed["mysqlclient"]
-                env = {"BENCH_MYSQL_DRIVER": "mysqlclient" if c_driver else "pymysql"}
+                env = {"BENCH_MYSQL_DRIVER": venvs.mysql_driver(tools, installed)}
                 data["systems"][label] = run_system(
                     system, database, installed["python"], tools["python"], args, env
                 )
             except Exception as error:  # the others' figures are still worth having
                 data["systems"][label] = {"error": f"{type(error).__name__}: {error}"}
-    driver = "mysqlclient" if tools["mysqlclient"] else "pymysql"
-    env = {**os.environ, "BENCH_MYSQL_DRIVER": driver}
+    env = {**os.environ, "BENCH_MYSQL_DRIVER": venvs.mysql_driver(tools)}
     versions = {
         DATABASES[key].title: DATABASES[key].version(tools["python"], env)
         for key in args.databases

@@ -94,8 +94,7 @@ def main() -> None:
 
     # One MySQL driver for everybody, so MariaDB numbers compare like with like.
     on_mariadb = [installed.get(s.key) for s in systems if "mariadb" in s.databases]
-    has_c_driver = all(v["mysqlclient"] for v in [tools, *on_mariadb] if v is not None)
-    mysql_driver = "mysqlclient" if has_c_driver else "pymysql"
+    mysql_driver = venvs.mysql_driver(tools, *(v for v in on_mariadb if v is not None))
     base_env = {"BENCH_MYSQL_DRIVER": mysql_driver}
     env = {**os.environ, **base_env}
     versions = {db.title: db.version(tools["python"], env) for db in databases}

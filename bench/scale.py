@@ -151,8 +151,7 @@ def main() -> None:
     tools = venvs.ensure("tools", TOOLS_REQUIREMENTS)
     system = SYSTEMS["steady_queue"]
     ours = venvs.ensure(system.key, list(system.requirements), editable=system.editable)
-    c_driver = tools["mysqlclient"] and ours["mysqlclient"]
-    driver = "mysqlclient" if c_driver else "pymysql"
+    driver = venvs.mysql_driver(tools, ours)
     env_extra = {"BENCH_MYSQL_DRIVER": driver}
     env = {**os.environ, **env_extra}
     databases = [DATABASES[k] for k in args.databases]

@@ -68,6 +68,13 @@ def ensure(
     return {"python": python, "mysqlclient": has_mysqlclient}
 
 
+def mysql_driver(*installed: dict) -> str:
+    """BENCH_MYSQL_DRIVER for processes run from these venvs (``ensure``'s
+    results): mysqlclient where every one has it, else PyMySQL for all, so
+    MariaDB figures compare like with like."""
+    return "mysqlclient" if all(v["mysqlclient"] for v in installed) else "pymysql"
+
+
 def compile_checkout(editable: str) -> None:
     """Compile the packages of an editable checkout (``path[extras]``), as pip
     compiles an installed one's: where PYTHONDONTWRITEBYTECODE is set, every

@@ -65,6 +65,7 @@ class PgBouncer:
 
     def __init__(self, binary):
         self.binary = binary
+        self.immediate_shutdown = immediate_shutdown_of(binary)
         self.port = free_port()
         # Not pytest's tmp_path: the server's user must read it.
         self.folder = Path(tempfile.mkdtemp(prefix="sq-pgbouncer-"))
@@ -123,14 +124,6 @@ class PgBouncer:
                     "transaction:\n" + "\n".join(map(str, sessions_in_transaction()))
                 ) from None
 
-    @property
-    def immediate_shutdown(self):
-        output = subprocess.run(
-            [self.binary, "--version"], capture_output=True, text=True, check=True
-        ).stdout
-        version = tuple(int(part) for part in output.split()[1].split(".")[:2])
-        return signal.SIGQUIT if version >= (1, 23) else signal.SIGTERM
-
     def restart(self):
         self.stop()
         self.start()
@@ -142,6 +135,15 @@ class PgBouncer:
     def remove(self):
         self.stop(signal.SIGKILL)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def immediate_shutdown_of(binary):
+    """The signal of PgBouncer's immediate shutdown, by its version."""
+    output = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    version = tuple(int(part) for part in output.split()[1].split(".")[:2])
+    return signal.SIGQUIT if version >= (1, 23) else signal.SIGTERM
 
 
 def sessions_in_transaction():
