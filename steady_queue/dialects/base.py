@@ -31,6 +31,9 @@ class Dialect:
     # transaction, that keeps the claim's plan on its index whatever the
     # planner statistics say; None where the plan needs no help.
     claim_plan_sql = None
+    # The ready table is partitioned into slots that the dispatchers empty
+    # in turn (migration 0028, models/ready_slots.py).
+    slots_ready_table = False
 
     def isolation_level(self, settings):
         """The isolation level a DATABASES entry runs transactions at

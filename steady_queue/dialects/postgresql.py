@@ -44,10 +44,17 @@ ANNOUNCE_READY_SQL = "SELECT pg_notify(%s, name) FROM unnest(%s::text[]) AS name
 # statistics (docs/performance.rst). A path turned off only costs more, so the
 # claim's total estimate (its final sort of a few rows has no other way)
 # would cross jit_above_cost: JIT, tens of milliseconds of compiling for a
-# statement that runs in a tenth of one, is turned off with them.
+# statement that runs in a tenth of one, is turned off with them. The rows
+# picked are then deleted from the ready table's slots and joined to their
+# jobs by key: without statistics on the slots (new partitions, which
+# autovacuum has not analyzed) the planner hashed every slot and the jobs
+# table instead, 5 ms a claim on a backlog of 30,000 against 0.4 ms by key
+# lookups, so hash and merge joins are turned off too.
 CLAIM_PLAN_SQL = (
     "SELECT set_config('enable_bitmapscan', 'off', true), "
-    "set_config('enable_sort', 'off', true), set_config('jit', 'off', true)"
+    "set_config('enable_sort', 'off', true), "
+    "set_config('enable_hashjoin', 'off', true), "
+    "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
 )
 
 # The planner's estimate of a table's rows, kept up to date by (auto)vacuum.
@@ -61,6 +68,7 @@ class PostgreSQL(Dialect):
     # KEY SHARE: blocks the row's deletion, not its heartbeat updates.
     share_lock_clause = " FOR KEY SHARE"
     claim_plan_sql = CLAIM_PLAN_SQL
+    slots_ready_table = True
 
     def isolation_level(self, settings):
         value = settings.get("OPTIONS", {}).get("isolation_level")

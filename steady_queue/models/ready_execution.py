@@ -14,6 +14,7 @@ from ..dialects.isolation import atomic
 from .claimed_execution import MARK_STARTED_SQL, Claim, ClaimedExecution
 from .execution import Execution, ExecutionQuerySet
 from .process import Process
+from .ready_slots import ReadySlots
 
 # Claim on PostgreSQL in one round trip, without BEGIN/COMMIT: pick rows with
 # SKIP LOCKED, move them to claimed, and return the claimed jobs in claim order.
@@ -321,6 +322,16 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
                 ages_at=Coalesce(F("ages_at"), F("created_at") + step) + step,
             )
         return len(ids)
+
+    def rotate_slots(self, current=None):
+        """Empty the ready table's next slot but one, moving out the rows
+        still ready in it, where the table has slots (models/ready_slots.py);
+        return how many rows were moved, or None when nothing was emptied.
+        Takes the slot's lock for at most ready_slots.LOCK_WAIT, and gives up
+        without waiting longer."""
+        if not self.dialect.slots_ready_table:
+            return None
+        return ReadySlots(self).rotate(current)
 
     def in_claim_order(self):
         """Highest priority first (Django's priority direction), then the

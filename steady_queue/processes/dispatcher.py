@@ -3,6 +3,7 @@ lets jobs waiting on rate windows go as the windows open, and ages the
 priorities of jobs that wait."""
 
 import logging
+import math
 import time
 
 from ..models import (
@@ -14,6 +15,7 @@ from ..models import (
     Semaphore,
     UniqueKey,
 )
+from ..models.ready_slots import SLOT_SECONDS, RotationDenied
 from .poller import Poller
 
 logger = logging.getLogger("steady_queue")
@@ -21,6 +23,11 @@ logger = logging.getLogger("steady_queue")
 # The shortest pause between two agings: a step of a millisecond would
 # otherwise have the dispatcher query the ready table ten times as often.
 AGING_CHECK_FLOOR = 0.1
+
+# How often the ready table's slots are rotated (ReadyExecution.rotate_slots),
+# at most: twice a slot's period, or at each poll when the dispatcher polls
+# less often (a slot then holds its dead entries for longer).
+SLOT_ROTATION_INTERVAL = SLOT_SECONDS / 2
 
 
 class Dispatcher(Poller):
@@ -31,7 +38,8 @@ class Dispatcher(Poller):
     Jobs waiting on a rate window are let go when it opens: the dispatcher
     sleeps until then, if that is sooner than its polling interval. With
     OPTIONS["priority_aging"] set, it raises the priority of ready jobs that
-    waited that long again, at least that often.
+    waited that long again, at least that often. On PostgreSQL it empties the
+    ready table's slots in turn (models/ready_slots.py).
     """
 
     kind = "dispatcher"
@@ -44,6 +52,8 @@ class Dispatcher(Poller):
         self.next_maintenance_at = 0.0
         # monotonic time of the next priority aging; at once on boot.
         self.next_aging_at = 0.0
+        # monotonic time of the next rotation of the ready slots.
+        self.next_rotation_at = 0.0
 
     def metadata(self):
         return {
@@ -60,6 +70,8 @@ class Dispatcher(Poller):
         aging = self.options.priority_aging
         if aging is not None and time.monotonic() >= self.next_aging_at:
             self.age_priorities(aging)
+        if time.monotonic() >= self.next_rotation_at:
+            self.rotate_ready_slots()
         # Ends of batch jobs whose batch row was busy when they were recorded.
         Batch.objects.using(self.database).count_deferred()
         moved = ScheduledExecution.objects.using(self.database).dispatch_next_batch(
@@ -88,6 +100,27 @@ class Dispatcher(Poller):
                 "%s: priority aging raised waiting jobs by %d step(s) in all",
                 self.description,
                 raised,
+            )
+
+    def rotate_ready_slots(self):
+        """Empty the ready table's next slot but one, where it has slots; next
+        time SLOT_ROTATION_INTERVAL from now. Where the database user may not
+        empty them, say so once and stop trying."""
+        ready = ReadyExecution.objects.using(self.database)
+        try:
+            moved = ready.rotate_slots()
+        except RotationDenied as denied:
+            # Said once: the queue runs on, and claims walk the dead entries
+            # a long transaction keeps, as they would without slots.
+            logger.warning("%s: %s", self.description, denied)
+            self.next_rotation_at = math.inf
+            return
+        self.next_rotation_at = time.monotonic() + SLOT_ROTATION_INTERVAL
+        if moved:
+            logger.debug(
+                "%s: moved %d ready job(s) out of the slot it emptied",
+                self.description,
+                moved,
             )
 
     def maintain_concurrency(self):
