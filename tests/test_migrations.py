@@ -122,17 +122,51 @@ def test_0028_slots_the_ready_table_and_back_keeping_its_rows_and_indexes():
     slotted_kind, indexes, ids = ready_table_shape()
     assert slotted_kind == "p"
     assert len(ids) == 3
-    executor = MigrationExecutor(connection)
-    executor.migrate([("steady_queue", "0027_executions_without_foreign_keys")])
+    table = "steady_queue_ready_executions"
+    # Roles are the server's: one per test database, as the lanes run side by side.
+    role = f"sq_test_app_user_{connection.settings_dict['NAME']}"
+    with connection.cursor() as cursor:
+        # An application's own user, not the one migrating: its grants
+        # survive both rebuilds, on each slot too.
+        cursor.execute(f"DROP ROLE IF EXISTS {role}")
+        cursor.execute(f"CREATE ROLE {role}")
+        cursor.execute(f"GRANT SELECT, DELETE ON {table} TO {role}")
     try:
-        assert ready_table_shape() == ("r", indexes, ids)
-    finally:
         executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes("steady_queue"))
-    assert ready_table_shape() == ("p", indexes, ids)
+        executor.migrate([("steady_queue", "0027_executions_without_foreign_keys")])
+        try:
+            assert ready_table_shape() == ("r", indexes, ids)
+            assert privileges_of(role, [table]) == {"SELECT", "DELETE"}
+        finally:
+            executor = MigrationExecutor(connection)
+            executor.loader.build_graph()
+            executor.migrate(executor.loader.graph.leaf_nodes("steady_queue"))
+        assert ready_table_shape() == ("p", indexes, ids)
+        slots = [f"{table}_slot{slot}" for slot in range(3)]
+        assert privileges_of(role, [table, *slots]) == {
+            "SELECT",
+            "DELETE",
+        }
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP OWNED BY {role}")
+            cursor.execute(f"DROP ROLE {role}")
     assert ReadyExecution.objects.rotate_slots() in (None, 0, 3)
     assert sorted(ReadyExecution.objects.values_list("job_id", flat=True)) == ids
+
+
+def privileges_of(role, tables):
+    """The privileges ``role`` has on every one of ``tables`` (PostgreSQL)."""
+    every = {"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"}
+    with connection.cursor() as cursor:
+        for table in tables:
+            for privilege in list(every):
+                cursor.execute(
+                    "SELECT has_table_privilege(%s, %s, %s)", [role, table, privilege]
+                )
+                if not cursor.fetchone()[0]:
+                    every.discard(privilege)
+    return every
 
 
 # Migrations from here on keep the N/N-1 contract of docs/deployment.rst

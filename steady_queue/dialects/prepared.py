@@ -36,10 +36,13 @@ OURS_ONLY = 2**31 - 1
 # at most this many (the hot path has a few dozen).
 SEEN_AT_MOST = 1000
 # Where the server was reached: its port, the address it was reached on (NULL
-# over a Unix socket) and its socket folders.
+# over a Unix socket) and its socket folders. The folders are read from
+# pg_settings, which leaves them out (NULL here) for a user without
+# pg_read_all_settings, where current_setting() would raise and stop every
+# enqueue and claim of an application's least-privileged user.
 SERVER_END_SQL = (
     "SELECT current_setting('port'), host(inet_server_addr()),"
-    " current_setting('unix_socket_directories')"
+    " (SELECT setting FROM pg_settings WHERE name = 'unix_socket_directories')"
 )
 
 # "prepared statement ... does not exist" and "... already exists": a
@@ -122,10 +125,12 @@ def reaches_the_server_itself(connection):
 def same_end(info, port, address, folders):
     """Whether the client's end (psycopg's ``ConnectionInfo``) is the server's:
     the same port and, over TCP, the same address, or over a Unix socket, one
-    of the server's socket folders."""
+    of the server's socket folders (unknown, ``None``: not the same)."""
     if str(info.port) != port:
         return False
     if address is None:
+        if folders is None:
+            return False
         # One folder has several spellings (/var/run is /run on Debian, a
         # trailing slash): compared as the file system resolves them.
         sockets = {_resolved(folder) for folder in folders.split(",")}

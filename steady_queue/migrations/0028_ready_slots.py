@@ -21,13 +21,27 @@ TABLE = "steady_queue_ready_executions"
 UNSLOTTED = f"{TABLE}_unslotted"
 PRIMARY_KEY = f"{TABLE}_pkey"
 # models/ready_slots.py's SLOT_SECONDS and SLOTS, as of this migration.
-SLOT_DEFAULT = "((extract(epoch FROM statement_timestamp())::bigint / 2 % 3)::smallint)"
+SLOT_DEFAULT = (
+    "((floor(extract(epoch FROM statement_timestamp()))::bigint / 2 % 3)::smallint)"
+)
 SLOTS = 3
 
 # pg_indexes' definition of an index, parted where a partitioned one differs.
 INDEX_DEFINITION = re.compile(
-    r"^(?P<create>CREATE (?:UNIQUE )?INDEX) (?P<name>\S+) ON (?:ONLY )?\S+ (?P<rest>USING .*)$"
+    r"^(?P<create>CREATE (?:UNIQUE )?INDEX) (?P<name>\S+)"
+    r" ON (?:ONLY )?\S+ (?P<rest>USING .*)$"
 )
+
+# The table's grants to users other than its owner (PUBLIC as grantee 0):
+# a new table has none, and an application's user that is not the one
+# migrating would lose every right to the ready table.
+GRANTS_SQL = """
+SELECT CASE WHEN acl.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(role.rolname) END,
+       acl.privilege_type, acl.is_grantable
+FROM pg_class AS class, aclexplode(class.relacl) AS acl
+LEFT JOIN pg_roles AS role ON role.oid = acl.grantee
+WHERE class.oid = %s::regclass AND acl.grantee <> class.relowner
+"""
 
 INDEXES_SQL = (
     "SELECT indexname, indexdef FROM pg_indexes"
@@ -38,7 +52,8 @@ INDEXES_SQL = (
 def rebuild(schema_editor, create_table, create_index):
     """Rebuild the ready table as ``create_table`` makes it (from the old one,
     renamed UNSLOTTED), with the same indexes under the same names
-    (``create_index``) and the same rows."""
+    (``create_index``), the same grants (on each slot too) and the same
+    rows."""
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(f"LOCK TABLE {TABLE} IN ACCESS EXCLUSIVE MODE")
         cursor.execute(INDEXES_SQL, [TABLE, PRIMARY_KEY])
@@ -50,6 +65,8 @@ def rebuild(schema_editor, create_table, create_index):
             [TABLE],
         )
         columns = ", ".join(f'"{name}"' for (name,) in cursor.fetchall())
+        cursor.execute(GRANTS_SQL, [TABLE])
+        grants = cursor.fetchall()
         for name, _ in indexes:
             cursor.execute(f'DROP INDEX "{name}"')
         cursor.execute(f"ALTER TABLE {TABLE} RENAME TO {UNSLOTTED}")
@@ -60,6 +77,15 @@ def rebuild(schema_editor, create_table, create_index):
         create_table(cursor)
         for _, definition in indexes:
             create_index(cursor, INDEX_DEFINITION.match(definition))
+        cursor.execute(
+            "SELECT inhrelid::regclass::text FROM pg_inherits"
+            " WHERE inhparent = %s::regclass",
+            [TABLE],
+        )
+        for table in [TABLE, *(row[0] for row in cursor.fetchall())]:
+            for grantee, privilege, grantable in grants:
+                option = " WITH GRANT OPTION" if grantable else ""
+                cursor.execute(f"GRANT {privilege} ON {table} TO {grantee}{option}")
         cursor.execute(
             f"INSERT INTO {TABLE} ({columns}) SELECT {columns} FROM {UNSLOTTED}"
         )

@@ -324,11 +324,11 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
         return len(ids)
 
     def rotate_slots(self, current=None):
-        """Empty the ready table's next slot but one, moving out the rows
-        still ready in it, where the table has slots (models/ready_slots.py);
-        return how many rows were moved, or None when nothing was emptied.
-        Takes the slot's lock for at most ready_slots.LOCK_WAIT, and gives up
-        without waiting longer."""
+        """Empty the ready table's next slot (written two periods ago),
+        moving out the rows still ready in it, where the table has slots
+        (models/ready_slots.py); return how many rows were moved, or None
+        when nothing was emptied. Takes the slot's lock for at most
+        ready_slots.LOCK_WAIT, and gives up without waiting longer."""
         if not self.dialect.slots_ready_table:
             return None
         return ReadySlots(self).rotate(current)

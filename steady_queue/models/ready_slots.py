@@ -10,10 +10,12 @@ minutes at 500 jobs/s, tens of milliseconds a claim (docs/scaling.rst).
 Migration 0028 makes the table a partitioned one of SLOTS partitions by a
 ``slot`` column the models never name: its default puts a row in the slot of
 the SLOT_SECONDS period the insert ran in. The dispatchers empty the slot
-whose period is next but one (rotate): its rows were made ready at least a
-period ago, nearly all of them claimed, and TRUNCATE drops its entries, dead
-ones included, whatever snapshot is held. A claim walks the dead entries of
-the two slots left, a few seconds' worth.
+that comes next (rotate), written two periods ago: its rows were made ready
+at least a period ago, nearly all of them claimed, and TRUNCATE drops its
+entries, dead ones included, whatever snapshot is held. A claim walks the
+dead entries of the two slots left, a few seconds' worth. The count of the
+rows still there (MOVE_LIMIT) is taken before the slot's lock; under it,
+every row then there is moved.
 
 TRUNCATE is not MVCC-safe: a REPEATABLE READ transaction whose snapshot is
 older than the TRUNCATE sees the slot empty, and does not see the rows moved
@@ -44,7 +46,7 @@ LOCK_WAIT = "10ms"
 # The slot the database's clock puts an insert in now (migration 0028's
 # column default, with the same numbers).
 CURRENT_SLOT_SQL = (
-    "SELECT (extract(epoch FROM statement_timestamp())::bigint / %s %% %s)::int"
+    "SELECT (floor(extract(epoch FROM statement_timestamp()))::bigint / %s %% %s)::int"
 )
 
 # The slot's heap size (0 once emptied, until a row is inserted again);
@@ -92,7 +94,7 @@ class ReadySlots:
         return cursor.fetchone()[0]
 
     def rotate(self, current=None):
-        """Empty the slot next but one to ``current`` (by default the slot
+        """Empty the slot after ``current`` (by default the slot
         the database's clock is in); return how many ready rows it moved out,
         or None when it emptied nothing.
 

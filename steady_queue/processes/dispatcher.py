@@ -3,7 +3,6 @@ lets jobs waiting on rate windows go as the windows open, and ages the
 priorities of jobs that wait."""
 
 import logging
-import math
 import time
 
 from ..models import (
@@ -28,6 +27,10 @@ AGING_CHECK_FLOOR = 0.1
 # at most: twice a slot's period, or at each poll when the dispatcher polls
 # less often (a slot then holds its dead entries for longer).
 SLOT_ROTATION_INTERVAL = SLOT_SECONDS / 2
+# How long a dispatcher waits to try again after the database user was
+# refused the rotation: a grant made meanwhile takes effect without a
+# restart.
+SLOT_ROTATION_DENIED_RETRY = 300.0
 
 
 class Dispatcher(Poller):
@@ -54,6 +57,8 @@ class Dispatcher(Poller):
         self.next_aging_at = 0.0
         # monotonic time of the next rotation of the ready slots.
         self.next_rotation_at = 0.0
+        # Whether the last rotation was refused (RotationDenied), said once.
+        self.rotation_denied = False
 
     def metadata(self):
         return {
@@ -103,18 +108,28 @@ class Dispatcher(Poller):
             )
 
     def rotate_ready_slots(self):
-        """Empty the ready table's next slot but one, where it has slots; next
-        time SLOT_ROTATION_INTERVAL from now. Where the database user may not
-        empty them, say so once and stop trying."""
+        """Empty the ready table's next slot, where it has slots; next time
+        SLOT_ROTATION_INTERVAL from now. Where the database user may not empty
+        them, say so once and try again every SLOT_ROTATION_DENIED_RETRY."""
         ready = ReadyExecution.objects.using(self.database)
         try:
             moved = ready.rotate_slots()
         except RotationDenied as denied:
             # Said once: the queue runs on, and claims walk the dead entries
             # a long transaction keeps, as they would without slots.
-            logger.warning("%s: %s", self.description, denied)
-            self.next_rotation_at = math.inf
+            if not self.rotation_denied:
+                logger.warning(
+                    "%s: %s (tried again every %d s: no restart needed)",
+                    self.description,
+                    denied,
+                    SLOT_ROTATION_DENIED_RETRY,
+                )
+            self.rotation_denied = True
+            self.next_rotation_at = time.monotonic() + SLOT_ROTATION_DENIED_RETRY
             return
+        if self.rotation_denied:
+            self.rotation_denied = False
+            logger.info("%s: empties the ready table's slots again", self.description)
         self.next_rotation_at = time.monotonic() + SLOT_ROTATION_INTERVAL
         if moved:
             logger.debug(

@@ -204,6 +204,26 @@ def test_the_server_end_is_compared_with_the_client_end(tmp_path):
     linked = tmp_path / "linked"
     linked.symlink_to("/tmp")
     assert prepared.same_end(client(str(linked), "", 5432), "5432", None, folders)
+    # Folders hidden from a user without pg_read_all_settings: not known to
+    # be the server's, so nothing is prepared.
+    assert not prepared.same_end(client("/tmp", "", 5432), "5432", None, None)
+
+
+@one_statement
+@pytest.mark.django_db
+def test_a_user_without_pg_read_all_settings_can_ask_where_the_server_is():
+    with connection.cursor() as cursor:
+        # Undone with the test's transaction.
+        role = f"sq_test_plain_user_{connection.settings_dict['NAME']}"
+        cursor.execute(f"CREATE ROLE {role}")
+        cursor.execute(f"SET ROLE {role}")
+        try:
+            cursor.execute(prepared.SERVER_END_SQL)
+            port, _, folders = cursor.fetchone()
+        finally:
+            cursor.execute("RESET ROLE")
+    assert port
+    assert folders is None
 
 
 @one_statement
