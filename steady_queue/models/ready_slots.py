@@ -28,6 +28,7 @@ from django.db import DatabaseError
 
 from ..dialects import is_lock_conflict
 from ..dialects.isolation import atomic
+from ..dialects.postgresql import SET_LOCK_TIMEOUT_SQL
 
 # Both are written into migration 0028's column default: change them only
 # with a migration that changes the default.
@@ -52,9 +53,6 @@ CURRENT_SLOT_SQL = (
 # The slot's heap size (0 once emptied, until a row is inserted again);
 # NULL while the table is not partitioned (migration 0028 not applied).
 SLOT_SIZE_SQL = "SELECT pg_relation_size(to_regclass(%s))"
-
-# The transaction's lock_timeout (SET LOCAL, as a parameter).
-SET_LOCK_WAIT_SQL = "SELECT set_config('lock_timeout', %s, true)"
 
 # Whether a slot holds more than MOVE_LIMIT live rows.
 LIVE_ROWS_SQL = "SELECT count(*) FROM (SELECT FROM {slot} LIMIT %s) AS live"
@@ -132,7 +130,7 @@ class ReadySlots:
         its lock is asked for: under the lock, the count (a walk past the
         rows claimed from a backlog) would hold every claim up."""
         with atomic(using=self.db):
-            cursor.execute(SET_LOCK_WAIT_SQL, [LOCK_WAIT])
+            cursor.execute(SET_LOCK_TIMEOUT_SQL, [LOCK_WAIT])
             slot = self.connection.ops.quote_name(name)
             cursor.execute(LIVE_ROWS_SQL.format(slot=slot), [MOVE_LIMIT + 1])
             return cursor.fetchone()[0]
@@ -146,7 +144,7 @@ class ReadySlots:
             # flight holds the slot for a millisecond, and each claim that
             # starts meanwhile waits behind this transaction. NOWAIT would
             # fail on any claim in flight.
-            cursor.execute(SET_LOCK_WAIT_SQL, [LOCK_WAIT])
+            cursor.execute(SET_LOCK_TIMEOUT_SQL, [LOCK_WAIT])
             cursor.execute(f"LOCK TABLE {slot} IN ACCESS EXCLUSIVE MODE")
             cursor.execute(
                 MOVE_ROWS_SQL.format(

@@ -214,17 +214,26 @@ def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
         holder.close()
 
 
-@pytest.mark.django_db
-def test_the_dispatcher_empties_one_slot_a_rotation():
+def claimed_from_every_slot():
+    """Jobs inserted in each slot and claimed: every slot holds dead rows."""
     for slot in range(SLOTS):
         enqueued_in_slot(slot, 2)
     while claim(10):
         pass
     assert all(slot_size(slot) > 0 for slot in range(SLOTS))
 
-    Dispatcher(
+
+def a_dispatcher():
+    return Dispatcher(
         SteadyQueueBackend("default", {"OPTIONS": {}}), DispatcherConfig()
-    ).poll()
+    )
+
+
+@pytest.mark.django_db
+def test_the_dispatcher_empties_one_slot_a_rotation():
+    claimed_from_every_slot()
+
+    a_dispatcher().poll()
 
     assert sorted(slot_size(slot) == 0 for slot in range(SLOTS)) == [
         False,
@@ -237,13 +246,8 @@ def test_the_dispatcher_empties_one_slot_a_rotation():
 def test_a_user_that_may_not_truncate_is_told_once_and_the_dispatcher_goes_on(
     caplog,
 ):
-    for slot in range(SLOTS):
-        enqueued_in_slot(slot, 2)
-    while claim(10):
-        pass
-    dispatcher = Dispatcher(
-        SteadyQueueBackend("default", {"OPTIONS": {}}), DispatcherConfig()
-    )
+    claimed_from_every_slot()
+    dispatcher = a_dispatcher()
     with connection.cursor() as cursor:
         # Undone with the test's transaction.
         role = f"sq_test_no_truncate_{connection.settings_dict['NAME']}"
