@@ -142,12 +142,25 @@ class SteadyQueueBackend(BaseTaskBackend):
         # and announced once every chunk is, with the collector running again.
         with _collector_paused():
             calls_of_the_task = _Requests(self, task)
-            requests = [
-                calls_of_the_task.request_for(args, kwargs) for args, kwargs in calls
-            ]
+            if calls_of_the_task.lock_free:
+                # Every call checked before anything is written; their jobs
+                # made as their chunks are drawn, while the chunk before them
+                # is written (Job.objects.enqueue_all).
+                arguments = [
+                    calls_of_the_task.arguments_for(args, kwargs)
+                    for args, kwargs in calls
+                ]
+                requests = map(calls_of_the_task.request_with, arguments)
+            else:
+                requests = [
+                    calls_of_the_task.request_for(args, kwargs)
+                    for args, kwargs in calls
+                ]
             jobs = _models().Job.objects.using(self.database)
             with self._explaining_missing_tables():
-                results = jobs.enqueue_all(requests, then=result_of)
+                results = jobs.enqueue_all(
+                    requests, then=result_of, lock_free=calls_of_the_task.lock_free
+                )
             # Freed before the collector resumes: it would walk every job.
             del requests
         send, sender = task_enqueued.send, type(self)
@@ -314,6 +327,32 @@ class _Requests:
         if not self.limits:
             shared.update(self.job_class.limit_columns((), ()))
         self.unsaved = self.job_class.unsaved_alike(**shared)
+        # Nothing a call takes a lock or a turn for, or counts in a batch:
+        # its request is made from its stored arguments alone (request_with).
+        self.lock_free = not (
+            self.limits
+            or self.unique
+            or self.debounce
+            or self.fair
+            or self.dependencies
+            or (opened and not self.batch_sized_when_sealed)
+        )
+
+    def arguments_for(self, args, kwargs):
+        """A call's arguments as stored; raises for those that cannot be."""
+        return serialize_arguments(
+            self.task_path, args, kwargs, self.max_argument_bytes
+        )
+
+    def request_with(self, arguments):
+        """The EnqueueRequest of a call of a lock_free task, from its stored
+        arguments (arguments_for)."""
+        job = self.unsaved(arguments=arguments)
+        if self.trace is not None:
+            job.arguments[TRACE_KEY] = self.trace
+        return self.request_class(
+            job, batch_sized_when_sealed=self.batch_sized_when_sealed
+        )
 
     def request_for(self, args, kwargs):
         """The EnqueueRequest for one call: its job row and its task's settings."""
@@ -326,12 +365,7 @@ class _Requests:
         )
         if self.fair:
             columns["fair_key"] = self.fair.key_for(task, args, kwargs)
-        job = self.unsaved(
-            arguments=serialize_arguments(
-                self.task_path, args, kwargs, self.max_argument_bytes
-            ),
-            **columns,
-        )
+        job = self.unsaved(arguments=self.arguments_for(args, kwargs), **columns)
         request = self.request_class(
             job,
             limits,

@@ -194,14 +194,43 @@ class QueueQuerySet(models.QuerySet):
         """
         with self.dialect.pipelining(self.connection):
             sent = None
-            for sql, params in statements:
-                cursor = self.dialect.preparing_cursor(self.connection)
-                cursor.execute(sql, params)
+            for statement in statements:
+                cursor = self._send_prepared(statement)
                 if sent is not None:
                     yield _fetch_and_close(sent)
                 sent = cursor
             if sent is not None:
                 yield _fetch_and_close(sent)
+
+    def run_prepared_overlapping(self, statements):
+        """Run hot-path statements, ``(sql, params)`` pairs that return rows, in
+        order (prepared as run_prepared's); yield each one's rows.
+
+        For long statements whose making costs Python time (a bulk insert's
+        chunks): where the dialect pipelines them (PostgreSQL), the next
+        statement is made, and the rows of the one before it used by the
+        caller, while the server runs one. The caller must not use the
+        database between the rows it is given.
+        """
+        statements = iter(statements)
+        with self.dialect.pipelining(self.connection):
+            running = self._send_prepared(next(statements, None))
+            while running is not None:
+                following = next(statements, None)
+                # Fetched before the following one is sent: psycopg's fetch
+                # waits for every statement sent, and the server would sit
+                # idle while the caller works on two statements' rows at once.
+                rows = _fetch_and_close(running)
+                running = self._send_prepared(following)
+                yield rows
+
+    def _send_prepared(self, statement):
+        """Send one ``(sql, params)`` and return its cursor (None for None)."""
+        if statement is None:
+            return None
+        cursor = self.dialect.preparing_cursor(self.connection)
+        cursor.execute(*statement)
+        return cursor
 
     def insert_one(self, instance):
         """Write a new model instance with a hand-written INSERT; mark it saved.

@@ -525,16 +525,6 @@ class ReadyExecution(Execution):
                 fields=["backend_name", "queue_name", "-priority", "turn", "job"],
                 name="sq_ready_turns_queue",
             ),
-            # The claim order of releases before turns (migration 0025): kept
-            # while a rolling deploy may run their workers beside this
-            # release's; the next release's migrations drop them.
-            models.Index(
-                fields=["backend_name", "-priority", "job"], name="sq_ready_claim_all"
-            ),
-            models.Index(
-                fields=["backend_name", "queue_name", "-priority", "job"],
-                name="sq_ready_claim_queue",
-            ),
             # A tenant's last turn (last_turn) reads sq_ready_fair_turns,
             # which migration 0025 makes by hand: partial where the database
             # has partial indexes, whole on MySQL and MariaDB.

@@ -14,6 +14,7 @@ from steady_queue.dialects import dialect_for, prepared
 from steady_queue.models import EnqueueRequest, Job, ReadyExecution
 
 from .. import tasks
+from ..helpers import scaled
 
 pytestmark = pytest.mark.django_db
 
@@ -267,6 +268,85 @@ def test_a_bulk_enqueue_on_postgresql_writes_every_batch_or_none():
     assert ReadyExecution.objects.count() == 0
     Job.objects.enqueue_all(requests[:4], batch_size=2)
     assert Job.objects.count() == 4
+
+
+@one_statement
+def test_a_bulk_enqueue_makes_each_chunk_while_the_one_before_is_written():
+    """The requests of a task without locks are drawn a chunk at a time: the
+    chunk before is then on the server, and the one before that written."""
+    size = 4
+    now = timezone.now()
+    made = []
+    seen_when_drawn = []
+
+    def requests():
+        for number in range(size * 4):
+            if number % size == 0:
+                # What the chunks drawn so far show as this one is drawn.
+                seen_when_drawn.append([chunk[0].pk is not None for chunk in made])
+                made.append([])
+            job = Job.unsaved(
+                queue_name="default",
+                task_path="tests.tasks.noop",
+                arguments={"args": [number], "kwargs": {}},
+                enqueued_at=now,
+            )
+            made[-1].append(job)
+            yield EnqueueRequest(job)
+
+    enqueued = Job.objects.enqueue_all(requests(), batch_size=size, lock_free=True)
+
+    assert seen_when_drawn == [[], [False], [True, False], [True, True, False]]
+    assert [e.job.arguments["args"] for e in enqueued] == [[n] for n in range(16)]
+    assert Job.objects.filter(pk__in=[e.job.pk for e in enqueued]).count() == 16
+
+
+@one_statement
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_statements_run_one_at_a_time_while_the_next_is_made():
+    """While the next statement is made, the server runs the one before it;
+    while the caller has a statement's rows, it runs the next:
+    pg_stat_activity, read from a second connection, shows this
+    connection's backend on it. pg_sleep keeps each on the server longer
+    than the reads take, (scaled with the machine's load)."""
+    from django.db import connections
+
+    connection.ensure_connection()
+    backend_pid = connection.connection.info.backend_pid
+    watcher = connections.create_connection("default")
+    running = []
+
+    def statement_running():
+        with watcher.cursor() as cursor:
+            cursor.execute(
+                "SELECT state, query FROM pg_stat_activity WHERE pid = %s",
+                [backend_pid],
+            )
+            state, query = cursor.fetchone()
+        return query if state == "active" else None
+
+    pause = scaled(0.3)
+
+    def statements():
+        for number in range(3):
+            if number:
+                running.append(("making", number, statement_running()))
+            yield (f"SELECT {number}, pg_sleep({pause})", [])
+
+    try:
+        for rows in Job.objects.run_prepared_overlapping(statements()):
+            # The last one's rows: nothing runs after it (not asked).
+            if rows[0][0] < 2:
+                running.append(("rows", rows[0][0], statement_running()))
+    finally:
+        watcher.close()
+
+    assert running == [
+        ("making", 1, f"SELECT 0, pg_sleep({pause})"),
+        ("rows", 0, f"SELECT 1, pg_sleep({pause})"),
+        ("making", 2, f"SELECT 1, pg_sleep({pause})"),
+        ("rows", 1, f"SELECT 2, pg_sleep({pause})"),
+    ]
 
 
 @one_statement

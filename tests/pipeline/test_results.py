@@ -1,6 +1,7 @@
 """Running tasks and reading them back: get_result, statuses, errors, contexts."""
 
 import json
+from dataclasses import fields
 from datetime import timedelta
 
 import pytest
@@ -8,6 +9,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from steady_queue.compat import (
+    TaskError,
     TaskResultDoesNotExist,
     TaskResultStatus,
     normalize_json,
@@ -16,7 +18,7 @@ from steady_queue.compat import (
 )
 from steady_queue.exceptions import ResultNotStorableError
 from steady_queue.models import ClaimedExecution, Job, Process
-from steady_queue.pipeline.results import StoredTaskResult
+from steady_queue.pipeline.results import StoredTaskResult, build_result
 
 from .. import tasks
 from ..helpers import wait_for
@@ -76,6 +78,42 @@ def test_a_result_normalizes_its_arguments_as_the_framework_does(args, kwargs):
     assert typed(result.args) == typed(normalize_json(args))
     assert typed(result.kwargs) == typed(normalize_json(kwargs))
     assert result.args is not args and result.kwargs is not kwargs
+
+
+@pytest.mark.django_db(transaction=False)
+def test_build_result_makes_what_the_dataclass_makes():
+    """build_result sets the result's slots itself, without the dataclass's
+    __init__: every field, _return_value and any other its __init__ leaves
+    to a default included, must come out as __init__ makes them."""
+    job = Job.unsaved(
+        queue_name="default",
+        task_path="tests.tasks.add",
+        arguments={"args": [1, (2, 3)], "kwargs": {"b": {"c": ()}}},
+        enqueued_at=timezone.now(),
+    )
+    job.pk = 7
+    job.errors = [{"exception_class_path": "builtins.ValueError", "traceback": "t"}]
+
+    made = build_result(job, tasks.add, status=TaskResultStatus.READY)
+
+    expected = StoredTaskResult(
+        task=tasks.add,
+        id="7",
+        status=TaskResultStatus.READY,
+        enqueued_at=job.enqueued_at,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=[1, [2, 3]],
+        kwargs={"b": {"c": []}},
+        backend="default",
+        errors=[TaskError(exception_class_path="builtins.ValueError", traceback="t")],
+        worker_ids=[],
+    )
+    assert type(made) is StoredTaskResult
+    for field in fields(StoredTaskResult):
+        assert getattr(made, field.name) == getattr(expected, field.name), field.name
+    assert made == expected
 
 
 def test_a_sync_task_runs_and_returns_its_value(run_supervisor):

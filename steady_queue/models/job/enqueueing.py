@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass
+from itertools import batched
 from typing import Any
 
 from ...dialects import retrying_own_transaction
@@ -190,26 +191,34 @@ class Enqueueing:
                 job.execution_class().objects.using(self.db).create_for(job)
         return Enqueued(job, _first_state(job))
 
-    def enqueue_all(self, requests, then=None, batch_size=None):
+    def enqueue_all(self, requests, then=None, batch_size=None, lock_free=False):
         """Write many EnqueueRequests: one insert per table per chunk.
 
         Returns an Enqueued per request, in order, or what ``then`` returns
         for it. ``then`` is called on a chunk's Enqueued as soon as the chunk
         is written: on PostgreSQL while the server writes the next chunk, so
         it must not use the database.
+
+        ``lock_free``: the caller knows that no request takes a lock or a
+        turn, or counts in a batch (the calls of a task without such
+        settings). ``requests`` may then be a lazy iterable: on PostgreSQL a
+        chunk's requests are made while the server writes the chunk before,
+        so making them must not use the database nor raise (check the calls
+        first: the chunks sent before would be committed).
         """
         batch_size = batch_size or self.enqueue_batch_size()
-        chunks = [
-            requests[start : start + batch_size]
-            for start in range(0, len(requests), batch_size)
-        ]
-        if self.dialect.runs_hot_paths_in_one_statement and not any(
-            request.takes_a_lock or request.takes_a_turn for request in requests
-        ):
-            self._count_in_batches(requests)
-            written = self._enqueue_chunks_in_turn(chunks)
+        if lock_free and self.dialect.runs_hot_paths_in_one_statement:
+            written = self._enqueue_chunks_in_turn(batched(requests, batch_size))
         else:
-            written = (self._enqueue_chunk(chunk) for chunk in chunks)
+            requests = list(requests)
+            chunks = list(batched(requests, batch_size))
+            if self.dialect.runs_hot_paths_in_one_statement and not any(
+                request.takes_a_lock or request.takes_a_turn for request in requests
+            ):
+                self._count_in_batches(requests)
+                written = self._enqueue_chunks_in_turn(chunks)
+            else:
+                written = (self._enqueue_chunk(chunk) for chunk in chunks)
         then = then or _itself
         # Closed at once if ``then`` raises: a pipeline must not outlive the call.
         with closing(written):
@@ -230,13 +239,19 @@ class Enqueueing:
     def _enqueue_chunks_in_turn(self, chunks):
         """Write chunks of lock-free requests, one statement each; yield each
         chunk's Enqueued once it is written and the next chunk's statement is
-        sent (models.base.run_prepared_in_turn)."""
-        job_chunks = [[request.job for request in chunk] for chunk in chunks]
-        statements = (
-            bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs) for jobs in job_chunks
-        )
-        with closing(self.run_prepared_in_turn(statements)) as written:
-            for jobs, rows in zip(job_chunks, written, strict=True):
+        sent (models.base.run_prepared_overlapping). ``chunks`` may be lazy:
+        each is drawn while the server writes the one before."""
+        job_chunks = ([request.job for request in chunk] for chunk in chunks)
+        written_chunks = []
+
+        def statements():
+            for jobs in job_chunks:
+                written_chunks.append(jobs)
+                yield bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs)
+
+        with closing(self.run_prepared_overlapping(statements())) as written:
+            for rows in written:
+                jobs = written_chunks.pop(0)
                 for job, (pk, _) in zip(jobs, rows, strict=True):
                     mark_saved(job, pk, self.db)
                 yield [Enqueued(job, _first_state(job)) for job in jobs]
