@@ -137,7 +137,7 @@ def _result_maker():
     enqueue makes one per job). Each slot is set through its descriptor, as
     a frozen dataclass's __init__ sets it with object.__setattr__."""
     cls = StoredTaskResult
-    slots = {field.name: getattr(cls, field.name) for field in fields(cls)}
+    slots = {field.name: getattr(cls, field.name, None) for field in fields(cls)}
     if not set(_GIVEN) <= slots.keys() or not all(
         isinstance(slot, MemberDescriptorType) for slot in slots.values()
     ):

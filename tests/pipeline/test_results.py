@@ -116,6 +116,38 @@ def test_build_result_makes_what_the_dataclass_makes():
     assert made == expected
 
 
+@pytest.mark.django_db(transaction=False)
+def test_a_result_class_without_slots_is_made_through_its_init(monkeypatch):
+    """Should a Django release make TaskResult without slots, results are
+    made by the dataclass's own __init__ again."""
+    from dataclasses import dataclass
+
+    from steady_queue.pipeline import results
+
+    @dataclass(frozen=True, kw_only=True)
+    class Unslotted:
+        task: object
+        id: str
+        status: object
+        enqueued_at: object = None
+        started_at: object = None
+        finished_at: object = None
+        last_attempted_at: object = None
+        args: list
+        kwargs: dict
+        backend: str
+        errors: list
+        worker_ids: list
+        runs_dropped: int = 0
+
+    monkeypatch.setattr(results, "StoredTaskResult", Unslotted)
+    values = [tasks.add, "1", "READY", None, None, None, None, [1], {}, "x", [], []]
+
+    assert results._result_maker()(*values, 2) == Unslotted(
+        **dict(zip(results._GIVEN, [*values, 2], strict=True))
+    )
+
+
 def test_a_sync_task_runs_and_returns_its_value(run_supervisor):
     result = tasks.add.enqueue(2, 3)
     run_supervisor()

@@ -8,7 +8,7 @@ conflicts when it owns its transaction; a job that takes a tenant's turn
 """
 
 import json
-from collections import Counter
+from collections import Counter, deque
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import batched
@@ -241,17 +241,19 @@ class Enqueueing:
         chunk's Enqueued once it is written and the next chunk's statement is
         sent (models.base.run_prepared_overlapping). ``chunks`` may be lazy:
         each is drawn while the server writes the one before."""
-        job_chunks = ([request.job for request in chunk] for chunk in chunks)
-        written_chunks = []
+        # The chunks whose statements are made, oldest first: the one whose
+        # rows come next, and the one made while the server writes it.
+        made = deque()
 
         def statements():
-            for jobs in job_chunks:
-                written_chunks.append(jobs)
+            for chunk in chunks:
+                jobs = [request.job for request in chunk]
+                made.append(jobs)
                 yield bulk_statement(INSERT_JOBS_AND_EXECUTIONS_SQL, jobs)
 
         with closing(self.run_prepared_overlapping(statements())) as written:
             for rows in written:
-                jobs = written_chunks.pop(0)
+                jobs = made.popleft()
                 for job, (pk, _) in zip(jobs, rows, strict=True):
                     mark_saved(job, pk, self.db)
                 yield [Enqueued(job, _first_state(job)) for job in jobs]
