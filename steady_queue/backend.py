@@ -140,7 +140,7 @@ class SteadyQueueBackend(BaseTaskBackend):
 
         # Results are built as their chunks are written (while the next is),
         # and announced once every chunk is, with the collector running again.
-        with _collector_paused():
+        with collector_paused():
             calls_of_the_task = _Requests(self, task)
             if calls_of_the_task.lock_free:
                 # Every call checked before anything is written; their jobs
@@ -254,7 +254,7 @@ def _unlisted_queue(alias, queues, task):
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Pause Python's cyclic garbage collector, if it runs, for the block.
 
     A bulk enqueue keeps a dozen containers per call alive until it returns
