@@ -5,8 +5,6 @@ from dataclasses import dataclass
 from ..schedules.specs import scheduler_is_needed
 from ..statemachines.models import runnable_models
 from .dispatcher import Dispatcher
-from .scheduler import Scheduler
-from .state_runner import StateRunner
 from .worker import Worker
 
 
@@ -18,13 +16,24 @@ class ChildSpec:
     config: object
 
     def build(self, backend, **kwargs):
-        kinds = {
-            "worker": Worker,
-            "dispatcher": Dispatcher,
-            "scheduler": Scheduler,
-            "state_runner": StateRunner,
-        }
-        return kinds[self.kind](backend, self.config, **kwargs)
+        return process_class(self.kind)(backend, self.config, **kwargs)
+
+
+def process_class(kind):
+    """The class that runs a kind of child process.
+
+    The scheduler's and the state runner's modules are imported when first
+    used: a supervisor without recurring tasks or StatorModels runs neither.
+    """
+    if kind == "scheduler":
+        from .scheduler import Scheduler
+
+        return Scheduler
+    if kind == "state_runner":
+        from .state_runner import StateRunner
+
+        return StateRunner
+    return {"worker": Worker, "dispatcher": Dispatcher}[kind]
 
 
 def child_specs(
@@ -46,6 +55,9 @@ def child_specs(
             specs.extend(
                 ChildSpec("state_runner", config) for _ in range(config.processes)
             )
+    # Imported here, in the supervisor before it forks: not once per child.
+    for kind in {spec.kind for spec in specs}:
+        process_class(kind)
     return specs
 
 

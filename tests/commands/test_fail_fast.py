@@ -218,6 +218,8 @@ def test_start_reads_neither_the_migration_graph_nor_every_check(migrated):
         "print('graph:', 'django.db.migrations.loader' in sys.modules)\n"
         "print('checks:', len(asked))\n"
         "print('croniter:', 'croniter' in sys.modules)\n"
+        "print('scheduler:', 'steady_queue.processes.scheduler' in sys.modules)\n"
+        "print('state runner:', 'steady_queue.processes.state_runner' in sys.modules)\n"
     )
     result = manage("shell", "-c", code, env=migrated)
 
@@ -225,3 +227,6 @@ def test_start_reads_neither_the_migration_graph_nor_every_check(migrated):
     assert "graph: False" in result.stdout, result.stdout
     assert "checks: 0" in result.stdout, result.stdout
     assert "croniter: False" in result.stdout, result.stdout
+    # Imported only where a configuration runs a scheduler or state runners.
+    assert "scheduler: False" in result.stdout, result.stdout
+    assert "state runner: False" in result.stdout, result.stdout
