@@ -4,7 +4,7 @@ from django.apps import AppConfig
 from django.core import checks
 from django.utils.translation import gettext_lazy as _
 
-from .backend import collector_paused
+from .collector import collector_paused
 
 
 class SteadyQueueConfig(AppConfig):

@@ -1,6 +1,5 @@
 """SteadyQueueBackend: the django.tasks backend that stores jobs in the database."""
 
-import gc
 import logging
 from contextlib import contextmanager
 from datetime import timedelta
@@ -13,6 +12,7 @@ from django.utils.module_loading import import_string
 
 from . import checks
 from .checks import refuse_if_not_installed
+from .collector import collector_paused
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -251,28 +251,6 @@ def _unlisted_queue(alias, queues, task):
         f"{task.queue_name!r} to {setting}, or leave QUEUES out to allow any "
         "queue name."
     )
-
-
-@contextmanager
-def collector_paused():
-    """Pause Python's cyclic garbage collector, if it runs, for the block.
-
-    A bulk enqueue keeps a dozen containers per call alive until it returns
-    (the job, its request, its result): every ~100,000 of them set off a full
-    collection, which walks every object of the process (60 ms in a Django
-    project) to free none of them, a third of enqueue_many's time. Nothing
-    it makes is cyclic garbage. Reference counting frees as before meanwhile;
-    the collector runs again after the block. Re-enabled only if it was
-    enabled on entry (another thread's pause of its own is left alone).
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _models():
