@@ -2,7 +2,6 @@
 
 import logging
 from contextlib import contextmanager
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -353,12 +352,11 @@ class _Requests:
             self.dependencies,
         )
         if self.debounce:
+            # Its run put off until the burst is quiet as it is written
+            # (Job.objects.enqueue_all).
             debounced = self.debounce
             request.debounce = debounced
             request.debounce_key = debounced.key_for(task, args, kwargs, job.arguments)
-            # Run once the burst is quiet (or at its run_after, if later).
-            quiet = timezone.now() + timedelta(seconds=debounced.quiet)
-            job.scheduled_at = max(filter(None, (job.scheduled_at, quiet)))
         if self.trace is not None:
             # After the unique key: equal calls from two traces are duplicates.
             job.arguments[TRACE_KEY] = self.trace

@@ -448,6 +448,19 @@ def reindex_listing(listing_id, path=None):
     return listing_id
 
 
+def _key_made_slowly(listing_id, pause):
+    time.sleep(pause)
+    return f"slow/{listing_id}"
+
+
+@debounce(2, key=_key_made_slowly)
+@task
+def reindex_keyed_slowly(listing_id, pause):
+    """Debounced for 2 s, its key taking ``pause`` seconds to make: an
+    enqueue_many of it makes its calls' jobs for longer than the quiet
+    period before writing the first."""
+
+
 @unique()
 @debounce(1)
 @task

@@ -46,6 +46,19 @@ def test_enqueue_many_collapses_a_burst_too():
     assert Job.objects.count() == 1
 
 
+def test_enqueue_many_collapses_bursts_it_makes_for_longer_than_their_quiet():
+    """Its calls' jobs are made, 4 s, before the first is written: a burst's
+    first run is due its quiet period (2 s) after its write, not after its
+    call was made, or it would be due already when the burst's next call is
+    written, and every call after it would start a burst of its own."""
+    calls = [((number % 3, 0.1), {}) for number in range(40)]
+
+    results = enqueue_many(tasks.reindex_keyed_slowly, calls)
+
+    assert len({result.id for result in results}) == 3
+    assert Job.objects.count() == 3
+
+
 def test_a_postponed_run_is_due_its_quiet_period_after_the_write():
     """Not after the call was made: enqueue_many makes every call's job before
     it writes the first, which on a loaded machine may be seconds earlier."""

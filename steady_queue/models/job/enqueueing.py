@@ -11,8 +11,11 @@ import json
 from collections import Counter, deque
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import timedelta
 from itertools import batched
 from typing import Any
+
+from django.utils import timezone
 
 from ...dialects import retrying_own_transaction
 from ...dialects.isolation import atomic
@@ -308,6 +311,8 @@ class Enqueueing:
             for position in in_lock_order:
                 request = requests[position]
                 job = request.job
+                if request.debounce_key:
+                    _put_off_until_quiet(job, request.debounce.quiet)
                 job.save(using=self.db, force_insert=True)
                 key = request.unique_key or request.debounce_key
                 if not key and not request.dependencies:
@@ -458,6 +463,17 @@ class Enqueueing:
 
 def _itself(enqueued):
     return enqueued
+
+
+def _put_off_until_quiet(job, quiet):
+    """Schedule a @debounce job ``quiet`` seconds from now (or at its
+    run_after, if later). Now, as it is written: enqueue_many makes every
+    call's job before it writes the first, and writes them a key at a time,
+    so a time taken as the call was made could be past already when the
+    burst's next call is written, and that call would start a burst of its
+    own."""
+    quiet_at = timezone.now() + timedelta(seconds=quiet)
+    job.scheduled_at = max(filter(None, (job.scheduled_at, quiet_at)))
 
 
 def _first_state(job):
