@@ -2,6 +2,7 @@
 Django's query capture (assertNumQueries, CaptureQueriesContext, the debug
 toolbar), which on PostgreSQL once missed the prepared hot-path statements."""
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -307,45 +308,56 @@ def test_overlapping_statements_run_one_at_a_time_while_the_next_is_made():
     """While the next statement is made, the server runs the one before it;
     while the caller has a statement's rows, it runs the next:
     pg_stat_activity, read from a second connection, shows this
-    connection's backend on it. pg_sleep keeps each on the server longer
-    than the reads take, (scaled with the machine's load)."""
+    connection's backend on it. Each runs for ``pause`` (scaled with the
+    machine's load); the server starts a statement sent a moment after it
+    is sent, so each look waits up to a third of that for it."""
     from django.db import connections
 
     connection.ensure_connection()
     backend_pid = connection.connection.info.backend_pid
     watcher = connections.create_connection("default")
-    running = []
+    pause = scaled(0.5)
+    seen = []
 
-    def statement_running():
-        with watcher.cursor() as cursor:
-            cursor.execute(
-                "SELECT state, query FROM pg_stat_activity WHERE pid = %s",
-                [backend_pid],
-            )
-            state, query = cursor.fetchone()
-        return query if state == "active" else None
+    def statement(number):
+        return f"SELECT {number}, pg_sleep({pause})"
 
-    pause = scaled(0.3)
+    def look(what, number, expected):
+        """Note what the backend runs, once it runs ``expected`` or a third
+        of the pause has passed."""
+        deadline = time.monotonic() + pause / 3
+        while True:
+            with watcher.cursor() as cursor:
+                cursor.execute(
+                    "SELECT state, query FROM pg_stat_activity WHERE pid = %s",
+                    [backend_pid],
+                )
+                state, query = cursor.fetchone()
+            running = query if state == "active" else None
+            if running == expected or time.monotonic() > deadline:
+                seen.append((what, number, running))
+                return
+            time.sleep(0.005)
 
     def statements():
         for number in range(3):
             if number:
-                running.append(("making", number, statement_running()))
-            yield (f"SELECT {number}, pg_sleep({pause})", [])
+                look("making", number, statement(number - 1))
+            yield (statement(number), [])
 
     try:
         for rows in Job.objects.run_prepared_overlapping(statements()):
             # The last one's rows: nothing runs after it (not asked).
             if rows[0][0] < 2:
-                running.append(("rows", rows[0][0], statement_running()))
+                look("rows", rows[0][0], statement(rows[0][0] + 1))
     finally:
         watcher.close()
 
-    assert running == [
-        ("making", 1, f"SELECT 0, pg_sleep({pause})"),
-        ("rows", 0, f"SELECT 1, pg_sleep({pause})"),
-        ("making", 2, f"SELECT 1, pg_sleep({pause})"),
-        ("rows", 1, f"SELECT 2, pg_sleep({pause})"),
+    assert seen == [
+        ("making", 1, statement(0)),
+        ("rows", 0, statement(1)),
+        ("making", 2, statement(1)),
+        ("rows", 1, statement(2)),
     ]
 
 
