@@ -28,14 +28,24 @@ class JobConnections:
     @contextmanager
     def in_use(self):
         """Give the alias the jobs' connection until the block ends."""
+        own = self.lend()
+        try:
+            yield
+        finally:
+            self.take_back(own)
+
+    def lend(self):
+        """Give the alias the jobs' connection; return the one it had, for
+        ``take_back``."""
         own = connections[self.alias]
         if self._connection is None:
             self._connection = connections.create_connection(self.alias)
         connections[self.alias] = self._connection
-        try:
-            yield
-        finally:
-            connections[self.alias] = own
+        return own
+
+    def take_back(self, own):
+        """Give the alias back the connection ``lend`` returned."""
+        connections[self.alias] = own
 
     def close(self):
         """Close the jobs' connection, if one was opened; on the claiming thread."""

@@ -83,18 +83,29 @@ class Relief:
 
         Yields a callable that says, once the block has ended, whether it did.
         """
+        turns = self.run_begins()
+        try:
+            yield lambda: self.turns != turns
+        finally:
+            self.run_ended(turns)
+
+    def run_begins(self):
+        """A run on the claiming thread begins: Relief may poll from
+        ``after`` on. Returns what ``run_ended`` is given."""
         turns = self.turns
         self._run = (next(self._numbers), time.monotonic())
         if self._idle:
             self._started.set()
-        try:
-            yield lambda: self.turns != turns
-        finally:
-            # Waits for a poll of Relief's to end: one poller at a time.
-            with self.role:
-                self._run = None
-            if self.turns != turns:
-                self._wake.set()
+        return turns
+
+    def run_ended(self, turns):
+        """The run begun when Relief had polled ``turns`` times has ended;
+        returns with the loop's role back on the claiming thread."""
+        # Waits for a poll of Relief's to end: one poller at a time.
+        with self.role:
+            self._run = None
+        if self.turns != turns:
+            self._wake.set()
 
     def _serve(self):
         leave_signals_to_the_main_thread()

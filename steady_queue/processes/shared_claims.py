@@ -125,11 +125,14 @@ class SharedClaims:
         supervisor can record it should this worker die first."""
         if self.memory is None or not outcome.succeeded or outcome.snoozed:
             return
-        try:
-            value = json.dumps(outcome.return_value, separators=(",", ":"))
-        except (TypeError, ValueError):
-            return
-        encoded = value.encode()
+        if outcome.return_value is None:
+            encoded = b"null"  # most tasks', without the encoder's setup
+        else:
+            try:
+                value = json.dumps(outcome.return_value, separators=(",", ":"))
+            except (TypeError, ValueError):
+                return
+            encoded = value.encode()
         if len(encoded) > MAX_VALUE_BYTES or outcome.claimed_at is None:
             return
         with self.lock:

@@ -13,12 +13,12 @@ interrupted, so the worker fails it and exits to be replaced; and it recycles
 itself (max_tasks, max_memory_mb) by draining and exiting the same way.
 """
 
+import _signal
 import collections
 import logging
 import signal
 import threading
 import time
-from dataclasses import replace
 from inspect import iscoroutinefunction
 
 from django.db import Error as DatabaseError
@@ -28,7 +28,7 @@ from ..conf.version import code_version
 from ..decorators.timeouts import timeout_for
 from ..doorbell import Doorbell
 from ..exceptions import TaskNotFoundError
-from ..models import ClaimedExecution, RateStart, ReadyExecution
+from ..models import Claim, ClaimedExecution, RateStart, ReadyExecution
 from ..pipeline.loader import load_task
 from ..pipeline.runner import JobRunner
 from ..tracing import tracing
@@ -177,7 +177,7 @@ class Worker(JobStopping, Poller):
         if self.claiming_thread is not None:
             # As boot installed them: a job run on the claiming thread may
             # replace them (keep_own_signal_handlers).
-            self.own_handlers = {n: signal.getsignal(n) for n in OWN_SIGNALS}
+            self.own_handlers = {n: _signal.getsignal(n) for n in OWN_SIGNALS}
         if self.options.listen_notify and announced:
             # A NOTIFY for a new ready job ends the poll sleep at once.
             self.listener = ReadyListener(
@@ -329,7 +329,7 @@ class Worker(JobStopping, Poller):
                     continue
                 self.marked.discard(claim.job.pk)
                 # The attempt starts now: a claim taken ahead waited for a thread.
-                self.perform(replace(claim, claimed_at=timezone.now()))
+                self.perform(Claim(claim.job, claimed_at=timezone.now()))
                 if self.relief_turns() != turns:
                     break
             if self.relief_turns() != turns:
@@ -518,12 +518,20 @@ class Worker(JobStopping, Poller):
     def run_here(self, claim, task):
         """Run a short task's job on the claiming thread, no hand-off to the
         pool; Relief polls meanwhile should it run long."""
-        with self.relief.running():
-            with self.job_connections.in_use():
+        # Brackets, not context managers: they cost a short job more than
+        # its own run did.
+        turns = self.relief.run_begins()
+        try:
+            own = self.job_connections.lend()
+            try:
                 outcome = self._run(claim, task, here=True)
-            # Inside running(): a Relief shutting the worker down meanwhile
-            # waits for this outcome, and must not hand the job back.
+            finally:
+                self.job_connections.take_back(own)
+            # Before the run ends: a Relief shutting the worker down
+            # meanwhile waits for this outcome, and must not hand the job back.
             self.completed(outcome)
+        finally:
+            self.relief.run_ended(turns)
         self.keep_own_signal_handlers(claim.job)
 
     def keep_own_signal_handlers(self, job):
@@ -532,7 +540,9 @@ class Worker(JobStopping, Poller):
         otherwise go to the job's handler for the rest of the worker's life.
         """
         for number, handler in self.own_handlers.items():
-            if signal.getsignal(number) is not handler:
+            # The C function: signal.getsignal wraps its answer in an enum
+            # lookup, which costs a short job more than its run.
+            if _signal.getsignal(number) is not handler:
                 signal.signal(number, handler)
                 logger.warning(
                     "%s: job %s (%s) replaced the handler of %s; put back",

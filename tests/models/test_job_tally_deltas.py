@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 
 from steady_queue.models import JobTally, JobTallyDelta
+from steady_queue.models.job_tally import DURATION_BUCKETS, NOT_RUN, bucket_of
 from tests.helpers import holding_a_transaction, scaled
 from tests.reporting.test_metrics import record, run_for
 
@@ -64,3 +65,12 @@ def test_beside_an_open_roll_up_finishes_do_not_wait_and_readers_count_once():
     assert JobTally.objects.roll_up() == 1
     assert JobTally.objects.get().count == 3
     assert not JobTallyDelta.objects.exists()
+
+
+def test_a_run_is_counted_in_the_first_duration_bucket_its_seconds_do_not_exceed():
+    assert bucket_of(None) == NOT_RUN
+    assert bucket_of(0.0) == 0
+    for index, bound in enumerate(DURATION_BUCKETS):
+        assert bucket_of(bound) == index
+        assert bucket_of(bound * 1.0001) == index + 1
+    assert bucket_of(10**9) == len(DURATION_BUCKETS)
