@@ -11,7 +11,12 @@ from django.utils import timezone
 # The models that import this module, read through their package when called.
 from .. import models as models_package
 from ..dialects.isolation import atomic
-from .claimed_execution import MARK_STARTED_SQL, Claim, ClaimedExecution
+from .claimed_execution import (
+    MARK_STARTED_SQL,
+    Claim,
+    ClaimedExecution,
+    mark_started_params,
+)
 from .execution import Execution, ExecutionQuerySet
 from .process import Process
 from .ready_slots import ReadySlots
@@ -429,7 +434,9 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             pick_sql, pick_params, process_id, now, started
         )
         if mark:
-            statements.insert(-1, (MARK_STARTED_SQL, [process_id, list(mark)]))
+            statements.insert(
+                -1, (MARK_STARTED_SQL, mark_started_params(process_id, mark))
+            )
         # Pipelined: the plan settings and the marks cost no round trip of
         # their own, and end with the claim's implicit transaction (a worker
         # claims outside any; called inside a caller's transaction, they last

@@ -10,6 +10,7 @@ from .model import (
     Claim,
     ClaimedExecution,
     ClaimedExecutionQuerySet,
+    mark_started_params,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "Claim",
     "ClaimedExecution",
     "ClaimedExecutionQuerySet",
+    "mark_started_params",
 ]

@@ -16,7 +16,7 @@ from .releasing import Releasing
 # which sends them beside its own statements.
 MARK_STARTED_SQL = """
 UPDATE steady_queue_claimed_executions SET started = true
-WHERE process_id = %s AND job_id = ANY(%s)
+WHERE process_id = %s AND job_id = ANY(%s::bigint[])
 RETURNING job_id
 """
 # ... and in a transaction of their own, which commits without waiting for the
@@ -24,9 +24,16 @@ RETURNING job_id
 MARK_STARTED_UNFLUSHED_SQL = """
 UPDATE steady_queue_claimed_executions SET started = true
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
-WHERE process_id = %s AND job_id = ANY(%s)
+WHERE process_id = %s AND job_id = ANY(%s::bigint[])
 RETURNING job_id
 """
+
+
+def mark_started_params(process_id, job_ids):
+    """MARK_STARTED_SQL's parameters: the ids as one array literal, which
+    psycopg passes as it is, where a list has each element inspected and
+    dumped (a fifth of a mark's CPU here)."""
+    return [process_id, "{" + ",".join([f"{job_id:d}" for job_id in job_ids]) + "}"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,7 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
             # whose own commit it would change.
             own = self.connection.get_autocommit()
             sql = MARK_STARTED_UNFLUSHED_SQL if own else MARK_STARTED_SQL
-            rows = self.run_prepared(sql, [process_id, list(job_ids)])
+            rows = self.run_prepared(sql, mark_started_params(process_id, job_ids))
             return {row[0] for row in rows}
         quote = self.connection.ops.quote_name
         job_id = quote("job_id")
