@@ -1,7 +1,5 @@
 """JobConnections: the database connection of the jobs a claiming thread runs."""
 
-from contextlib import contextmanager
-
 from django.db import connections
 
 
@@ -24,15 +22,6 @@ class JobConnections:
     def __init__(self, alias):
         self.alias = alias
         self._connection = None
-
-    @contextmanager
-    def in_use(self):
-        """Give the alias the jobs' connection until the block ends."""
-        own = self.lend()
-        try:
-            yield
-        finally:
-            self.take_back(own)
 
     def lend(self):
         """Give the alias the jobs' connection; return the one it had, for
