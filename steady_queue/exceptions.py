@@ -38,6 +38,11 @@ class ResultNotStorableError(SteadyQueueError, ValueError):
     """The task returned a value the database cannot store; the job failed."""
 
 
+class TransactionLeftOpenError(SteadyQueueError):
+    """The task returned inside an atomic block it never left: the block was
+    rolled back, so what the task wrote in it is gone, and the job failed."""
+
+
 class OutcomeNotStoredError(SteadyQueueError):
     """The database refused to store this run's outcome; the job was failed."""
 

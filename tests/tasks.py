@@ -887,3 +887,16 @@ def takes_turns_one_at_a_time(path, tenant, label):
 @task
 def takes_turns_by_a_list(path, tenant, label):
     """Its tenant key is a list, which no key may be."""
+
+
+@task
+def writes_a_group(name, leave_open=False):
+    """Create the auth Group ``name``; with ``leave_open``, inside an atomic
+    block entered and never left (a task's bug the worker must contain)."""
+    from django.contrib.auth.models import Group
+    from django.db import transaction
+
+    if leave_open:
+        transaction.atomic().__enter__()
+    Group.objects.create(name=name)
+    return name

@@ -16,6 +16,7 @@ from ..compat import (
     task_finished,
     task_started,
 )
+from ..dialects.leaked_transactions import end_a_runs_connections
 from ..exceptions import (
     ArgumentsUnreadableError,
     JobParked,
@@ -23,6 +24,7 @@ from ..exceptions import (
     Snooze,
     TaskNotFoundError,
     TaskTimeoutError,
+    TransactionLeftOpenError,
     timeout_message,
 )
 from ..tracing import TRACE_KEY, stored_context
@@ -103,7 +105,9 @@ class JobRunner:
             else:
                 outcome = None
             finally:
-                self._close_old_connections()
+                left_open = self._end_connections()
+            if left_open:
+                outcome = self._left_open(claim, task, left_open, outcome)
             if outcome is None:
                 outcome = self._returned(claim, task, value)
         return _with_steps(outcome, run)
@@ -185,6 +189,36 @@ class JobRunner:
     def _close_old_connections(self):
         if self.manage_connections:
             close_old_connections()
+
+    def _end_connections(self):
+        """After a sync run: its connections as a request's end leaves them,
+        and any atomic block it left open rolled back (the aliases where it
+        did), so that the thread's next run is not inside it."""
+        if not self.manage_connections:
+            return []  # the caller's connection, in the caller's transaction
+        return end_a_runs_connections()
+
+    def _left_open(self, claim, task, aliases, outcome):
+        """The outcome of a run that left atomic blocks open on ``aliases``,
+        rolled back since: failed with TransactionLeftOpenError if it had
+        returned; its own failure (or snooze, or park) otherwise."""
+        databases = ", ".join(repr(alias) for alias in aliases)
+        if outcome is not None:
+            logger.warning(
+                "job %s (%s) left transaction.atomic() open on %s; rolled back",
+                claim.job.pk,
+                claim.job.task_path,
+                databases,
+            )
+            return outcome
+        error = TransactionLeftOpenError(
+            f"The task returned inside transaction.atomic() on {databases} "
+            "without leaving it (its __enter__() was called, its __exit__() "
+            "never was). The block was rolled back: what the task wrote in it "
+            "is gone. Use 'with transaction.atomic():' so that the block "
+            "commits as it ends."
+        )
+        return self._failed(claim, task, error)
 
     def _start(self, claim, task, arguments):
         # Decoded once per run, before this: a model argument whose row is gone

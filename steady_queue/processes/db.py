@@ -12,6 +12,7 @@ from django.db import (
 )
 
 from ..dialects import database_error_line, retrying_lock_conflicts
+from ..dialects.leaked_transactions import forget_a_leaked_transaction
 
 logger = logging.getLogger("steady_queue")
 
@@ -141,22 +142,3 @@ def close_quietly(database=None):
             # outage into a crash; Django has dropped its handle anyway, so the
             # next query reconnects.
             pass
-
-
-def forget_a_leaked_transaction(connection):
-    """Clear Django's "in a transaction" state that no atomic block owns.
-
-    Only for callers outside every atomic block (the guard, between polls).
-    When a COMMIT's closing ``SET autocommit=1`` fails on a killed
-    connection, Django keeps autocommit off; the next atomic() then believes
-    a transaction is open, fails on its SAVEPOINT, and leaves
-    ``in_atomic_block`` set with no block to clear it. Every later query
-    would fail ("Cannot open a new connection in an atomic block"), for
-    good: a worker would hold its claims and never record them.
-    """
-    if connection.in_atomic_block and not connection.atomic_blocks:
-        connection.in_atomic_block = False
-        connection.savepoint_ids = []
-        connection.needs_rollback = False
-        connection.closed_in_transaction = False
-        connection.commit_on_exit = True

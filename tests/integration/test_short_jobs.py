@@ -251,3 +251,29 @@ def test_a_short_job_past_its_timeout_there_fails_and_its_worker_is_replaced(
     wait_for_workers(1, exclude_pids={pid, worker.pid})
     supervisor.signal(signal.SIGTERM)
     assert wait_for_exit(supervisor) == 0
+
+
+def test_jobs_that_leave_a_transaction_open_fail_alone(start_supervisor):
+    from django.contrib.auth.models import Group
+
+    supervisor = start_supervisor()
+    wait_for_boot(supervisor)
+    left_open = {n for n in range(40) if n % 5 == 0}
+    results = [
+        tasks.writes_a_group.enqueue(f"group-{n}", leave_open=n in left_open)
+        for n in range(40)
+    ]
+    wait_for(partial(finished, results), timeout=scaled(30), message="the runs")
+    assert statuses([results[n] for n in sorted(left_open)]) == {
+        TaskResultStatus.FAILED: len(left_open)
+    }
+    assert statuses([r for n, r in enumerate(results) if n not in left_open]) == {
+        TaskResultStatus.SUCCESSFUL: 40 - len(left_open)
+    }
+    # What they wrote inside the block was rolled back; every later run of
+    # their threads committed.
+    assert set(Group.objects.values_list("name", flat=True)) == {
+        f"group-{n}" for n in range(40) if n not in left_open
+    }
+    supervisor.signal(signal.SIGTERM)
+    assert wait_for_exit(supervisor) == 0
