@@ -107,6 +107,13 @@ class Relief:
         if self.turns != turns:
             self._wake.set()
 
+    def nudge(self):
+        """Something changed for the loop (a pool thread freed up): while
+        Relief polls in the claiming thread's place, its next poll comes now
+        rather than at the end of its pause. Otherwise the next pause is
+        cleared before it begins: a nudge costs nothing then."""
+        self._wake.set()
+
     def _serve(self):
         leave_signals_to_the_main_thread()
         relieved = None
@@ -131,14 +138,17 @@ class Relief:
                         (time.monotonic() - run[1]) * 1000,
                     )
                 self.turns += 1
+                # Cleared before the poll: a nudge while it polls (a thread
+                # freed after it looked) ends the pause that follows.
+                self._wake.clear()
                 delay = self.poll()
                 if delay is None:
                     self.on_stop()
                     return
             # Not the worker's own sleep, whose wake-ups are the claiming
             # thread's once it is back: at most ``after``, so that outcomes
-            # of the pool's threads wait no longer than that meanwhile.
-            self._wake.clear()
+            # of the pool's threads wait no longer than that meanwhile; a
+            # freed pool thread (nudge) ends it at once.
             self._wake.wait(min(delay, self.after))
 
     def sleep_until_a_run_starts(self):

@@ -80,7 +80,7 @@ class Worker(JobStopping, Poller):
             config.threads,
             on_done=self.completed,
             name=self.name,
-            on_free=self.wake_up,
+            on_free=self.thread_freed,
         )
         # A run starts as its task function is called (after task_started):
         # from then on the job may have done something, and its claim is no
@@ -189,6 +189,13 @@ class Worker(JobStopping, Poller):
                 notify_database=self.database,
             )
             self.listener.start()
+
+    def thread_freed(self):
+        """A pool thread is free: wake the loop to claim for it, on the
+        claiming thread or, while a run there has gone on, on Relief's."""
+        self.wake_up()
+        if self.relief is not None:
+            self.relief.nudge()
 
     def open_doorbell(self):
         """Wake when a process on this host makes this alias's jobs ready."""

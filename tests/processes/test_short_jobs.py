@@ -2,6 +2,7 @@
 short (ShortJobs), the worker's path for them, and Relief's turns."""
 
 import threading
+import time
 
 import pytest
 
@@ -19,7 +20,7 @@ from steady_queue.processes.short_jobs import (
 )
 
 from .. import tasks
-from ..helpers import wait_for
+from ..helpers import scaled, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -243,3 +244,24 @@ def test_outcomes_of_rounds_run_here_are_written_as_the_flush_window_passes(
     worker.poll()
     statuses = {r.task.get_result(r.id).status for r in results}
     assert statuses == {TaskResultStatus.SUCCESSFUL}
+
+
+def test_a_nudge_ends_reliefs_pause_between_polls():
+    after = scaled(1.0)
+    polls = []
+
+    def poll():
+        polls.append(time.monotonic())
+        if len(polls) == 1:
+            relief.nudge()  # a pool thread freed while Relief polled
+        return 60.0
+
+    relief = Relief(poll, lambda: None, name="t", after=after)
+    relief.start()
+    try:
+        with relief.running():
+            wait_for(lambda: len(polls) >= 2, timeout=scaled(10), message="polls")
+        # Not the pause of `after` (nor the poll's 60 s): at once.
+        assert polls[1] - polls[0] < after / 2
+    finally:
+        relief.stop()
