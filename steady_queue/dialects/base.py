@@ -35,6 +35,12 @@ class Dialect:
     # in turn (migration 0028, models/ready_slots.py).
     slots_ready_table = False
 
+    def in_a_transaction(self, raw):
+        """Whether the driver's connection ``raw`` is inside a transaction
+        (begun behind Django's back when Django says autocommit); False
+        where the driver cannot tell."""
+        return False
+
     def isolation_level(self, settings):
         """The isolation level a DATABASES entry runs transactions at
         (lower case, as SQL names it); None where there is no choice."""

@@ -3,30 +3,63 @@ block and returned without leaving it, or by a COMMIT cut off mid-way."""
 
 from django.db import Error, connections
 
+from . import dialect_for
+
+# How a run left a transaction open (end_a_runs_connections).
+IN_ATOMIC = "atomic"
+BEGUN_BY_HAND = "begun"
+
 
 class _LeftOpen(Exception):
     """What the blocks a run left open are exited with: a rollback."""
 
 
 def end_a_runs_connections():
-    """As a run ends on this thread: roll back the atomic blocks it left
+    """As a run ends on this thread: roll back the transactions it left
     open, then close the connections CONN_MAX_AGE or an error says to (what
-    Django's close_old_connections does). Returns the aliases where blocks
-    were left open.
+    Django's close_old_connections does). Returns ``(alias, how)`` for each
+    connection where one was left open: IN_ATOMIC, atomic blocks entered
+    and never left; BEGUN_BY_HAND, a transaction the driver is in while
+    Django says autocommit (a raw BEGIN).
 
-    Only for threads whose runs start outside every atomic block (a worker's
-    threads). Left alone, a block entered with ``atomic().__enter__()`` and
-    never exited keeps the connection "in a transaction" for every later
-    run on the thread: Django's close drops the connection mid-transaction
-    and keeps the block's state, and every later query on that alias fails.
+    Only for threads whose runs start outside every transaction (a
+    worker's threads). Left alone, either kind stays open for every later
+    run on the thread: a block's state makes Django refuse every later
+    query once it has dropped the connection, and a raw BEGIN takes the
+    later runs' writes into a transaction nothing commits (and on SQLite
+    holds the database's write lock).
     """
     left_open = []
     for connection in connections.all(initialized_only=True):
         if connection.atomic_blocks:
-            left_open.append(connection.alias)
+            left_open.append((connection.alias, IN_ATOMIC))
             roll_back_blocks_left_open(connection)
+        elif begun_by_hand(connection):
+            left_open.append((connection.alias, BEGUN_BY_HAND))
+            close_rolling_back(connection)
         connection.close_if_unusable_or_obsolete()
     return left_open
+
+
+def begun_by_hand(connection):
+    """Whether ``connection`` is in a transaction Django did not open: its
+    driver is in one while Django says autocommit, outside any block."""
+    raw = connection.connection
+    return (
+        raw is not None
+        and connection.autocommit
+        and not connection.in_atomic_block
+        and dialect_for(connection).in_a_transaction(raw)
+    )
+
+
+def close_rolling_back(connection):
+    """Close ``connection``: the server rolls back what it had open."""
+    forget_a_leaked_transaction(connection)
+    try:
+        connection.close()
+    except Error:
+        pass  # gone already: Django has dropped its handle
 
 
 def roll_back_blocks_left_open(connection):
@@ -38,11 +71,7 @@ def roll_back_blocks_left_open(connection):
             connection.atomic_blocks[-1].__exit__(_LeftOpen, _LeftOpen(), None)
     except Error:
         connection.atomic_blocks.clear()
-        forget_a_leaked_transaction(connection)
-        try:
-            connection.close()
-        except Error:
-            pass  # gone already: Django has dropped its handle
+        close_rolling_back(connection)
 
 
 def forget_a_leaked_transaction(connection):

@@ -44,6 +44,12 @@ class MySQL(Dialect):
     # rows (FOR UPDATE in pick_sql), and the delete goes by key. Callers run
     # both inside one transaction, so the locks hold until the delete commits.
 
+    def in_a_transaction(self, raw):
+        # PyMySQL keeps the server's last status flags (SERVER_STATUS_IN_TRANS
+        # is bit 1); a driver that shows no such number is taken at its word.
+        status = getattr(raw, "server_status", None)
+        return isinstance(status, int) and bool(status & 1)
+
     def isolation_level(self, settings):
         # Django's default is READ COMMITTED; a level set to None or "" leaves
         # the server's (InnoDB's own default: REPEATABLE READ).

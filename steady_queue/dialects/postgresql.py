@@ -74,6 +74,13 @@ class PostgreSQL(Dialect):
     claim_plan_sql = CLAIM_PLAN_SQL
     slots_ready_table = True
 
+    def in_a_transaction(self, raw):
+        # psycopg 3's libpq status, or psycopg2's: INTRANS (2) or INERROR (3).
+        pgconn = getattr(raw, "pgconn", None)
+        if pgconn is not None:
+            return pgconn.transaction_status in (2, 3)
+        return raw.get_transaction_status() in (2, 3)
+
     def isolation_level(self, settings):
         value = settings.get("OPTIONS", {}).get("isolation_level")
         if value is None:

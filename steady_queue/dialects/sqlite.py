@@ -9,6 +9,9 @@ class SQLite(Dialect):
     vendor = "sqlite"
     serialises_writers = True
 
+    def in_a_transaction(self, raw):
+        return raw.in_transaction
+
     def location(self, settings):
         # A file on this host: its absolute path says which one.
         name = str(settings.get("NAME") or "")

@@ -16,7 +16,11 @@ from ..compat import (
     task_finished,
     task_started,
 )
-from ..dialects.leaked_transactions import end_a_runs_connections
+from ..dialects.leaked_transactions import (
+    BEGUN_BY_HAND,
+    IN_ATOMIC,
+    end_a_runs_connections,
+)
 from ..exceptions import (
     ArgumentsUnreadableError,
     JobParked,
@@ -198,26 +202,40 @@ class JobRunner:
             return []  # the caller's connection, in the caller's transaction
         return end_a_runs_connections()
 
-    def _left_open(self, claim, task, aliases, outcome):
-        """The outcome of a run that left atomic blocks open on ``aliases``,
-        rolled back since: failed with TransactionLeftOpenError if it had
-        returned; its own failure (or snooze, or park) otherwise."""
-        databases = ", ".join(repr(alias) for alias in aliases)
+    def _left_open(self, claim, task, left_open, outcome):
+        """The outcome of a run that left transactions open (``(alias, how)``
+        pairs), rolled back since: failed with TransactionLeftOpenError if it
+        had returned; its own failure (or snooze, or park) otherwise."""
+        where = {
+            how: ", ".join(repr(alias) for alias, kind in left_open if kind == how)
+            for how in (IN_ATOMIC, BEGUN_BY_HAND)
+        }
         if outcome is not None:
             logger.warning(
-                "job %s (%s) left transaction.atomic() open on %s; rolled back",
+                "job %s (%s) left a transaction open on %s; rolled back",
                 claim.job.pk,
                 claim.job.task_path,
-                databases,
+                ", ".join(repr(alias) for alias, _ in left_open),
             )
             return outcome
-        error = TransactionLeftOpenError(
-            f"The task returned inside transaction.atomic() on {databases} "
-            "without leaving it (its __enter__() was called, its __exit__() "
-            "never was). The block was rolled back: what the task wrote in it "
-            "is gone. Use 'with transaction.atomic():' so that the block "
-            "commits as it ends."
-        )
+        said = []
+        if where[IN_ATOMIC]:
+            said.append(
+                f"The task returned inside transaction.atomic() on "
+                f"{where[IN_ATOMIC]} without leaving it (its __enter__() was "
+                "called, its __exit__() never was). The block was rolled back: "
+                "what the task wrote in it is gone. Use 'with "
+                "transaction.atomic():' so that the block commits as it ends."
+            )
+        if where[BEGUN_BY_HAND]:
+            said.append(
+                f"The task returned inside a transaction on "
+                f"{where[BEGUN_BY_HAND]} that Django did not open (a BEGIN sent "
+                "by hand, or the driver's own API). It was rolled back, the "
+                "connection closed: what the task wrote in it is gone. Use "
+                "transaction.atomic() so that Django commits it."
+            )
+        error = TransactionLeftOpenError(" ".join(said))
         return self._failed(claim, task, error)
 
     def _start(self, claim, task, arguments):

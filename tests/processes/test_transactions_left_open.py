@@ -1,5 +1,6 @@
-"""A task that returns inside an atomic block it never left fails alone: the
-block is rolled back, and the thread's next run is outside it."""
+"""A task that returns inside a transaction it left open (an atomic block
+never left, a BEGIN sent by hand) fails alone: the transaction is rolled
+back, and the thread's next run is outside it."""
 
 import pytest
 from django.contrib.auth.models import Group
@@ -27,7 +28,17 @@ def run_until_done(worker, results):
 
 
 @pytest.mark.parametrize("here", [False, True], ids=["pool thread", "claiming"])
-def test_a_block_left_open_fails_its_job_alone_and_is_rolled_back(make_worker, here):
+@pytest.mark.parametrize(
+    "leave_open, said",
+    [
+        (True, "transaction.atomic() on 'default'"),
+        ("begin", "a transaction on 'default' that Django did not open"),
+    ],
+    ids=["atomic", "begun by hand"],
+)
+def test_a_transaction_left_open_fails_its_job_alone_and_is_rolled_back(
+    make_worker, here, leave_open, said
+):
     worker = make_worker(threads=1)
     if here:
         claiming_here(worker)
@@ -35,17 +46,17 @@ def test_a_block_left_open_fails_its_job_alone_and_is_rolled_back(make_worker, h
         for _ in range(3):
             worker.short_jobs.observe(tasks.writes_a_group.module_path, 1e-5, 1e-5)
         worker.short_jobs.judged = True
-    left = tasks.writes_a_group.enqueue("left open", leave_open=True)
+    left = tasks.writes_a_group.enqueue("left open", leave_open=leave_open)
     after = [tasks.writes_a_group.enqueue(f"after {n}") for n in range(3)]
     run_until_done(worker, [left, *after])
 
     failed = left.task.get_result(left.id)
     assert failed.status == TaskResultStatus.FAILED
     assert failed.errors[-1].exception_class_path == LEFT_OPEN
-    assert "transaction.atomic() on 'default'" in failed.errors[-1].traceback
-    # Rolled back: the group it made inside the block is gone.
+    assert said in failed.errors[-1].traceback
+    # Rolled back: the group it made inside the transaction is gone.
     assert not Group.objects.filter(name="left open").exists()
-    # The runs after it were outside any block, and committed.
+    # The runs after it were outside any transaction, and committed.
     assert all(r.task.get_result(r.id).return_value for r in after)
     assert set(Group.objects.values_list("name", flat=True)) == {
         "after 0",
