@@ -39,8 +39,9 @@ class ResultNotStorableError(SteadyQueueError, ValueError):
 
 
 class TransactionLeftOpenError(SteadyQueueError):
-    """The task returned inside an atomic block it never left: the block was
-    rolled back, so what the task wrote in it is gone, and the job failed."""
+    """The task returned inside a transaction it left open (an atomic block
+    never left, or a BEGIN sent by hand): it was rolled back, so what the
+    task wrote in it is gone, and the job failed."""
 
 
 class OutcomeNotStoredError(SteadyQueueError):

@@ -1,5 +1,6 @@
 """Transactions left open on a connection: by a task that entered an atomic
-block and returned without leaving it, or by a COMMIT cut off mid-way."""
+block and returned without leaving it, or sent a BEGIN by hand; or by a
+COMMIT cut off mid-way."""
 
 from django.db import Error, connections
 

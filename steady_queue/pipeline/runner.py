@@ -196,8 +196,8 @@ class JobRunner:
 
     def _end_connections(self):
         """After a sync run: its connections as a request's end leaves them,
-        and any atomic block it left open rolled back (the aliases where it
-        did), so that the thread's next run is not inside it."""
+        and any transaction it left open rolled back (``(alias, how)`` where
+        it did), so that the thread's next run is not inside it."""
         if not self.manage_connections:
             return []  # the caller's connection, in the caller's transaction
         return end_a_runs_connections()
