@@ -55,12 +55,17 @@ def begun_by_hand(connection):
 
 
 def close_rolling_back(connection):
-    """Close ``connection``: the server rolls back what it had open."""
+    """Close ``connection`` whatever state it was left in: the server rolls
+    back what it had open, and Django forgets any transaction it believed
+    open, so that the next query reconnects."""
     forget_a_leaked_transaction(connection)
     try:
         connection.close()
     except Error:
-        pass  # gone already: Django has dropped its handle
+        # Closing a connection the server already dropped (PyMySQL: "Already
+        # closed", an Error that is no DatabaseError) must not turn a handled
+        # outage into a crash; Django has dropped its handle anyway.
+        pass
 
 
 def roll_back_blocks_left_open(connection):

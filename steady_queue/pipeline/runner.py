@@ -206,10 +206,6 @@ class JobRunner:
         """The outcome of a run that left transactions open (``(alias, how)``
         pairs), rolled back since: failed with TransactionLeftOpenError if it
         had returned; its own failure (or snooze, or park) otherwise."""
-        where = {
-            how: ", ".join(repr(alias) for alias, kind in left_open if kind == how)
-            for how in (IN_ATOMIC, BEGUN_BY_HAND)
-        }
         if outcome is not None:
             logger.warning(
                 "job %s (%s) left a transaction open on %s; rolled back",
@@ -218,6 +214,10 @@ class JobRunner:
                 ", ".join(repr(alias) for alias, _ in left_open),
             )
             return outcome
+        where = {
+            how: ", ".join(repr(alias) for alias, kind in left_open if kind == how)
+            for how in (IN_ATOMIC, BEGUN_BY_HAND)
+        }
         said = []
         if where[IN_ATOMIC]:
             said.append(

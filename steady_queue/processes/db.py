@@ -5,14 +5,13 @@ import time
 
 from django.db import (
     DatabaseError,
-    Error,
     InterfaceError,
     OperationalError,
     connections,
 )
 
 from ..dialects import database_error_line, retrying_lock_conflicts
-from ..dialects.leaked_transactions import forget_a_leaked_transaction
+from ..dialects.leaked_transactions import close_rolling_back
 
 logger = logging.getLogger("steady_queue")
 
@@ -133,12 +132,4 @@ def close_quietly(database=None):
         [connections[database]] if database else connections.all(initialized_only=True)
     )
     for connection in targets:
-        forget_a_leaked_transaction(connection)
-        try:
-            connection.close()
-        except Error:
-            # Closing a connection the server already dropped (PyMySQL: "Already
-            # closed", an Error that is no DatabaseError) must not turn a handled
-            # outage into a crash; Django has dropped its handle anyway, so the
-            # next query reconnects.
-            pass
+        close_rolling_back(connection)

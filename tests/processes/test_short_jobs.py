@@ -27,10 +27,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TASK = "tests.tasks.add"
 
 
-def seen(short_jobs, runs, seconds, cpu_seconds=None):
+def seen(short_jobs, runs, seconds, cpu_seconds=None, task=TASK):
     for _ in range(runs):
         short_jobs.observe(
-            TASK, seconds, seconds if cpu_seconds is None else cpu_seconds
+            task, seconds, seconds if cpu_seconds is None else cpu_seconds
         )
 
 
@@ -101,13 +101,14 @@ class Judged(ShortJobs):
             super().observe(task_path, seconds, cpu_seconds)
 
 
-def claiming_here(worker):
+def claiming_here(worker, task=TASK):
     """Let ``worker`` (built by make_worker, not forked) run short jobs on
-    this thread, with a Relief that is never started: it makes no turns."""
+    this thread, with a Relief that is never started: it makes no turns.
+    ``task`` (a task path) is judged short."""
     worker.short_jobs = Judged()
     worker.claiming_thread = threading.get_ident()
     worker.relief = Relief(worker.relieve, lambda: None, name=worker.description)
-    seen(worker.short_jobs, RUNS_BEFORE_JUDGING, 0.00003)
+    seen(worker.short_jobs, RUNS_BEFORE_JUDGING, 0.00003, task=task)
     worker.short_jobs.judged = True
     return worker
 

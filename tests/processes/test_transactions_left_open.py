@@ -41,11 +41,7 @@ def test_a_transaction_left_open_fails_its_job_alone_and_is_rolled_back(
 ):
     worker = make_worker(threads=1)
     if here:
-        claiming_here(worker)
-        worker.short_jobs.judged = False
-        for _ in range(3):
-            worker.short_jobs.observe(tasks.writes_a_group.module_path, 1e-5, 1e-5)
-        worker.short_jobs.judged = True
+        claiming_here(worker, tasks.writes_a_group.module_path)
     left = tasks.writes_a_group.enqueue("left open", leave_open=leave_open)
     after = [tasks.writes_a_group.enqueue(f"after {n}") for n in range(3)]
     run_until_done(worker, [left, *after])
