@@ -3,7 +3,7 @@
 import functools
 from contextlib import contextmanager
 
-from . import prepared
+from . import hot_cursors, prepared
 from .base import Dialect
 
 # 40P01 deadlock detected, 55P03 lock not available, 57014 statement cut off
@@ -111,20 +111,17 @@ class PostgreSQL(Dialect):
         # them off); prepared.allow_ours turns them on for our statements
         # where the connection reaches the server itself. Prepared, the
         # hot path's CTE statements are planned once per connection (single
-        # enqueue measured 23-31 % faster, docs/performance.rst). The cursor
-        # is made by connection.cursor(), so that every wrapper Django or a
-        # tool puts around cursors (query capture, the debug toolbar,
-        # execute_wrapper) wraps it too; the factory is swapped only for that
-        # call, on a connection no other thread uses.
-        connection.ensure_connection()
+        # enqueue measured 23-31 % faster, docs/performance.rst).
+        hot_cursors.connect(connection)
         prepared.allow_ours(connection)
-        raw = connection.connection
-        default = raw.cursor_factory
-        raw.cursor_factory = _preparing_cursor_class()
-        try:
-            return connection.cursor()
-        finally:
-            raw.cursor_factory = default
+        if hot_cursors.watched(connection, _django_create_cursor()):
+            # Made by connection.cursor(), so that every wrapper Django or a
+            # tool puts around cursors (query capture, the debug toolbar,
+            # execute_wrapper) wraps it too.
+            return _preparing(connection, connection.cursor)
+        return hot_cursors.take(
+            connection, lambda: _preparing(connection, connection.create_cursor)
+        )
 
     @contextmanager
     def pipelining(self, connection):
@@ -200,6 +197,26 @@ class PostgreSQL(Dialect):
     def is_refused_row(self, error):
         cause = error.__cause__ or error
         return getattr(cause, "sqlstate", None) in REFUSED_ROW_STATES
+
+
+def _preparing(connection, make):
+    """A cursor of ``make()``'s, made as a preparing one (the factory is
+    swapped only for that call, on a connection no other thread uses)."""
+    raw = connection.connection
+    default = raw.cursor_factory
+    raw.cursor_factory = _preparing_cursor_class()
+    try:
+        return make()
+    finally:
+        raw.cursor_factory = default
+
+
+@functools.cache
+def _django_create_cursor():
+    """Django's own create_cursor for PostgreSQL; imported on first use."""
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    return DatabaseWrapper.create_cursor
 
 
 @functools.cache

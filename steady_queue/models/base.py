@@ -176,8 +176,10 @@ class QueueQuerySet(models.QuerySet):
     def run_prepared(self, sql, params):
         """Run a hot-path statement (prepared on PostgreSQL if allowed); return rows.
 
-        It goes through a Django cursor, so query capture (assertNumQueries,
-        CaptureQueriesContext, the debug toolbar) and execute wrappers see it.
+        Query capture (assertNumQueries, CaptureQueriesContext, the debug
+        toolbar) and execute wrappers see it as they see Django's own; where
+        none watches, PostgreSQL runs it on a cursor kept for the connection
+        (dialects/hot_cursors.py).
         """
         with self.dialect.preparing_cursor(self.connection) as cursor:
             cursor.execute(sql, params)
