@@ -95,6 +95,9 @@ class Relief:
         turns = self.turns
         self._run = (next(self._numbers), time.monotonic())
         if self._idle:
+            # Said once: until Relief has the GIL to wake, every run here
+            # would set the event again (a fiftieth of a no-op job's CPU).
+            self._idle = False
             self._started.set()
         return turns
 
@@ -152,9 +155,10 @@ class Relief:
             self._wake.wait(min(delay, self.after))
 
     def sleep_until_a_run_starts(self):
-        # Idle is said before _run is looked at again, and running() sets
+        # Idle is said before _run is looked at again, and run_begins() sets
         # _run before it looks at idle: one of the two sees the other, so a
-        # run that starts now is never slept through.
+        # run that starts now is never slept through. Cleared by the run
+        # that sets _started, only this thread says idle again.
         self._idle = True
         if self._run is None and not self._stopped.is_set():
             self._started.wait(IDLE_WAIT)

@@ -197,6 +197,20 @@ def test_relief_leaves_a_short_run_alone():
         relief.stop()
 
 
+def test_runs_wake_an_idle_relief_once_until_it_sleeps_again():
+    # Not started: this thread plays Relief's part of going idle.
+    relief = Relief(lambda: 0.01, lambda: None, name="t")
+    relief._idle = True
+    for _ in range(50):
+        relief.run_ended(relief.run_begins())
+    assert relief._started.is_set() and not relief._idle
+    relief._started.clear()
+    for _ in range(50):
+        relief.run_ended(relief.run_begins())
+    # Until Relief says it is idle again, no run sets the event again.
+    assert not relief._started.is_set()
+
+
 def test_relief_stops_the_worker_for_a_poll_that_says_stop():
     stopped = threading.Event()
     relief = Relief(lambda: None, stopped.set, name="t", after=0.01)
