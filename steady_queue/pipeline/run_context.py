@@ -88,6 +88,17 @@ def current_run(what):
 @contextmanager
 def running(job, is_async=False):
     """Make ``job`` the run in progress for the block; yield its Run."""
+    run, token = run_begins(job, is_async)
+    try:
+        yield run
+    finally:
+        run_ended(token)
+
+
+def run_begins(job, is_async=False):
+    """Make ``job`` the run in progress until ``run_ended`` is given the
+    token; return its Run and that token. A bracket, not a context manager,
+    for a short job's run, where the generator cost more than the run."""
     database = job._state.db or "default"
     run = Run(
         job=job,
@@ -95,8 +106,9 @@ def running(job, is_async=False):
         atomic_depth=len(connections[database].atomic_blocks),
         is_async=is_async,
     )
-    token = _current.set(run)
-    try:
-        yield run
-    finally:
-        _current.reset(token)
+    return run, _current.set(run)
+
+
+def run_ended(token):
+    """The run ``run_begins`` gave this token for is no longer in progress."""
+    _current.reset(token)

@@ -42,7 +42,7 @@ from .outcome import (
     storable_text,
 )
 from .results import build_result
-from .run_context import running
+from .run_context import run_begins, run_ended, running
 from .signal_readers import is_read
 
 logger = logging.getLogger("steady_queue")
@@ -95,7 +95,8 @@ class JobRunner:
     def _run(self, claim, task):
         # The thread's own connections follow CONN_MAX_AGE, as in a request.
         self._close_old_connections()
-        with running(claim.job) as run:
+        run, token = run_begins(claim.job)
+        try:
             try:
                 self._check_trace_context(claim.job)
                 call = self._start(claim, task, _arguments_of(claim.job))
@@ -114,6 +115,8 @@ class JobRunner:
                 outcome = self._left_open(claim, task, left_open, outcome)
             if outcome is None:
                 outcome = self._returned(claim, task, value)
+        finally:
+            run_ended(token)
         return _with_steps(outcome, run)
 
     async def _arun(self, claim, task, timeout):
