@@ -201,11 +201,23 @@ class ForkSupervisor(Supervisor):
 
     def overdue_jobs_held(self, child, row, grace):
         """{job id: Deadline} of the child's jobs past deadline + grace that
-        its row still holds; forget the others (finished meanwhile)."""
+        it is still running, by its shared memory, and its row still holds;
+        forget those finished meanwhile."""
         if child.deadlines is None:
             return {}
         child.deadlines.read()
         overdue = child.deadlines.overdue(grace)
+        if not overdue:
+            return {}
+        # Not begun, or over with the outcome unwritten: such a job holds
+        # nothing up, and is watched no more from here (the worker's own
+        # sentinel still has it). Its worker may be held up by another run
+        # (one holding the GIL, while no outcome can be written): that one
+        # is judged by its own deadline, or the worker by its heartbeat.
+        idle = child.shared_claims.not_running(overdue) if child.shared_claims else ()
+        for job_id in idle:
+            child.deadlines.forget(job_id)
+            del overdue[job_id]
         if not overdue:
             return {}
         held = row.still_holds(overdue) if row is not None else set()

@@ -34,7 +34,9 @@ SLOT_SIZE = 512
 MAX_VALUE_BYTES = SLOT_SIZE - HEADER.size
 # Slot states. Each is one aligned word, written last: a reader sees the old
 # state or the new one, and a success only once its value is complete.
-HELD, STARTED, SUCCEEDED = 1, 2, 3
+# ENDED: a run over whose outcome this memory does not keep (a failure, a
+# snooze, a value too long), waiting to be written all the same.
+HELD, STARTED, SUCCEEDED, ENDED = 1, 2, 3, 4
 STATE_OFFSET = 16
 WORD = struct.Struct("=q")
 
@@ -71,9 +73,9 @@ class SharedClaims:
 
     The worker takes a slot as a claim commits (``hold``), marks it as the
     run starts (``started``, as the task function is called) and as it
-    succeeds (``succeeded``, before the outcome waits for the flush), and
-    frees it once the job is no longer its own (``release``: written,
-    handed back, lost). It claims no more than ``room()``: every claim has
+    ends (``ended``, before the outcome waits for the flush), and frees it
+    once the job is no longer its own (``release``: written, handed back,
+    lost). It claims no more than ``room()``: every claim has
     a slot. Made by the supervisor before the fork; ``slots`` 0 makes one
     that keeps nothing and sets no bound (thread mode, unit tests).
     """
@@ -120,20 +122,18 @@ class SharedClaims:
         it may do its work from here on."""
         self._set_state(job_id, STARTED)
 
-    def succeeded(self, outcome):
-        """Keep a success whose outcome waits to be written, so that the
-        supervisor can record it should this worker die first."""
-        if self.memory is None or not outcome.succeeded or outcome.snoozed:
+    def ended(self, outcome):
+        """The run is over and its outcome waits to be written: a success is
+        kept, so that the supervisor can record it should this worker die
+        first; any run over is no longer one that could overrun its timeout
+        (``not_running``)."""
+        if self.memory is None:
             return
-        if outcome.return_value is None:
-            encoded = b"null"  # most tasks', without the encoder's setup
-        else:
-            try:
-                value = json.dumps(outcome.return_value, separators=(",", ":"))
-            except (TypeError, ValueError):
-                return
-            encoded = value.encode()
-        if len(encoded) > MAX_VALUE_BYTES or outcome.claimed_at is None:
+        encoded = _kept_success(outcome)
+        if encoded is None:
+            # A run that never began (its task could not be loaded) stays
+            # as it was: never started.
+            self._set_state(outcome.job.pk, ENDED, only_from=STARTED)
             return
         with self.lock:
             slot = self.slot_of.get(outcome.job.pk)
@@ -170,13 +170,34 @@ class SharedClaims:
             WORD.pack_into(self.memory, offset, 0)
             self.free.append(slot)
 
-    def _set_state(self, job_id, state):
+    def _set_state(self, job_id, state, only_from=None):
         if self.memory is None:
             return
         with self.lock:
             slot = self.slot_of.get(job_id)
-            if slot is not None:
-                WORD.pack_into(self.memory, slot * SLOT_SIZE + STATE_OFFSET, state)
+            if slot is None:
+                return
+            offset = slot * SLOT_SIZE + STATE_OFFSET
+            if (
+                only_from is None
+                or WORD.unpack_from(self.memory, offset)[0] == only_from
+            ):
+                WORD.pack_into(self.memory, offset, state)
+
+    def not_running(self, job_ids):
+        """Of these jobs, those whose runs this memory shows are not going
+        on: not begun, or over with their outcomes waiting to be written
+        (supervisor side, the worker alive; a job without a slot may be
+        running). Such a job cannot be what holds up its worker."""
+        if self.memory is None:
+            return set()
+        wanted, found = set(job_ids), set()
+        for slot in range(self.slots):
+            offset = slot * SLOT_SIZE
+            job_id, check, state = HEADER.unpack_from(self.memory, offset)[:3]
+            if job_id in wanted and check == ~job_id and state != STARTED:
+                found.add(job_id)
+        return found
 
     def leftovers(self):
         """What the worker's claims had come to when it died (supervisor
@@ -202,6 +223,21 @@ class SharedClaims:
         self.memory.close()
         self.memory = None
         return Leftovers(frozenset(never_started), tuple(succeeded))
+
+
+def _kept_success(outcome):
+    """A success's return value as this memory keeps it (JSON bytes), or
+    None for an outcome it does not keep."""
+    if not outcome.succeeded or outcome.snoozed or outcome.claimed_at is None:
+        return None
+    if outcome.return_value is None:
+        return b"null"  # most tasks', without the encoder's setup
+    try:
+        value = json.dumps(outcome.return_value, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    encoded = value.encode()
+    return encoded if len(encoded) <= MAX_VALUE_BYTES else None
 
 
 # Thread mode, and unit tests: nothing is shared, nothing kept.

@@ -608,7 +608,7 @@ class Worker(JobStopping, Poller):
         """Called from pool threads: queue the outcome and wake the main loop."""
         # Before it waits for the flush: should this process be killed
         # meanwhile, its supervisor records the success instead of failing it.
-        self.shared_claims.succeeded(outcome)
+        self.shared_claims.ended(outcome)
         self.recorder.add(outcome)
         self.wake_up()
 

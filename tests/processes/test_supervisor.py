@@ -5,6 +5,7 @@ that records each launch instead of starting a thread) is told what happened
 to a child, as its reaping loop would tell it, and the rows show the rest.
 """
 
+import os
 import threading
 import time
 from datetime import timedelta
@@ -16,9 +17,12 @@ from django.utils import timezone
 from steady_queue import signals
 from steady_queue.compat import TaskResultStatus
 from steady_queue.decorators.timeouts import overrun_error
-from steady_queue.models import ClaimedExecution, Process, ReadyExecution
+from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
 from steady_queue.processes.child_specs import child_specs
+from steady_queue.processes.fork_supervisor import ForkSupervisor
 from steady_queue.processes.queue_selector import QueueSelector
+from steady_queue.processes.sentinel import Deadlines, WatchedDeadlines, deadline_pipe
+from steady_queue.processes.shared_claims import SharedClaims
 from steady_queue.processes.supervisor import QUICK_DEATH, Child
 from steady_queue.processes.thread_supervisor import ThreadSupervisor
 
@@ -254,6 +258,57 @@ def test_a_child_killed_for_an_overrun_fails_it_as_timed_out_and_the_rest_killed
         event["reason"]: event["job_ids"] for event in received["claims_resolved"]
     }
     assert reasons == {"timed out": [int(overrun.id)], "killed": [int(other.id)]}
+
+
+def ended(job_id, succeeded):
+    """A run's outcome, as SharedClaims.ended reads it."""
+    now = timezone.now()
+    return SimpleNamespace(
+        job=SimpleNamespace(pk=job_id),
+        succeeded=succeeded,
+        snoozed=False,
+        claimed_at=now,
+        finished_at=now,
+        return_value=None,
+        uses_steps=False,
+    )
+
+
+def test_a_held_up_worker_is_blamed_only_for_the_jobs_it_is_running(backend):
+    # A run holding the GIL lets its worker write no outcome: the runs ended
+    # before it, their outcomes waiting for the flush, do not hold the
+    # worker up, nor do claims no thread has begun, though their deadlines
+    # pass and their claims stay held.
+    supervisor = ForkSupervisor(backend, child_specs(backend.config))
+    results = holding("worker-held-up", count=4)
+    running, succeeded, failed, not_begun = [int(r.id) for r in results]
+    shared = SharedClaims(8)
+    for job_id in (running, succeeded, failed, not_begun):
+        shared.hold(job_id)
+    for job_id in (running, succeeded, failed):
+        shared.started(job_id)
+    shared.ended(ended(succeeded, succeeded=True))
+    shared.ended(ended(failed, succeeded=False))
+    read_end, write_end = deadline_pipe()
+    deadlines = Deadlines()
+    deadlines.report_to(write_end)
+    for job in Job.objects.filter(pk__in=[running, succeeded, failed, not_begun]):
+        deadlines.watch(job, 0)
+    child = gone_child(
+        supervisor,
+        "worker-held-up",
+        deadlines=WatchedDeadlines(read_end),
+        shared_claims=shared,
+    )
+    row = Process.objects.get(name="worker-held-up")
+    try:
+        assert list(supervisor.overdue_jobs_held(child, row, grace=0.0)) == [running]
+        # The others are watched no more: no check of them again and again.
+        assert list(child.deadlines.overdue(0.0)) == [running]
+    finally:
+        child.deadlines.close()
+        os.close(write_end)
+        supervisor.close_wake_pipe()
 
 
 def test_maintenance_prunes_processes_whose_heartbeat_expired_and_fails_their_claims(
