@@ -54,6 +54,15 @@ class QueueQuerySet(models.QuerySet):
         pick = self.skip_locked().values_list("pk", flat=True)
         if limit is not None:
             pick = pick[:limit]
+        return self._lock_picked(pick)
+
+    def lock_rows(self):
+        """Lock every row of this queryset, waiting for locks other
+        transactions hold, until the caller's transaction ends; return their
+        primary keys. On SQLite by a first write, as lock_batch."""
+        return self._lock_picked(self.select_for_update().values_list("pk", flat=True))
+
+    def _lock_picked(self, pick):
         try:
             sql, params = pick.query.get_compiler(using=self.db).as_sql()
         except EmptyResultSet:

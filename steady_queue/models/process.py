@@ -269,7 +269,7 @@ class Process(models.Model):
         with atomic(using=db):
             # The row first, as deregister() and so a pruner lock it: one lock
             # order, no deadlock; and if it is gone, its claims were resolved.
-            if not rows.select_for_update().values_list("pk", flat=True):
+            if not rows.lock_rows():
                 return [], []
             failed = models_package.ClaimedExecution.objects.using(db).fail_overrun(
                 self.pk, errors, self.name
@@ -303,7 +303,10 @@ class Process(models.Model):
         rows = type(self).objects.using(db).filter(pk=self.pk)
         workers = {self.pk: self.name}
         with atomic(using=db):
-            if not rows.select_for_update().values_list("pk", flat=True):
+            # Locked by a write on SQLite: a transaction that began by
+            # reading could not wait for another writer ("database is
+            # locked" at once) and would leave the claims held until a retry.
+            if not rows.lock_rows():
                 return []  # deregistered meanwhile, by whoever locked it first
             if claims_error is None:
                 job_ids = self.claims().release_all(worker_ids_by_process=workers)

@@ -10,6 +10,7 @@ from steady_queue.models import ClaimedExecution, Job, Process, ReadyExecution
 from steady_queue.processes.queue_selector import QueueSelector
 
 from .. import tasks
+from ..lock_waits import beside_a_writer
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,33 @@ def test_deregister_after_overrun_fails_the_overrun_and_the_rest():
     }
     assert not ReadyExecution.objects.exists()
     assert not Process.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["released", "failed", "overrun"])
+def test_deregister_waits_for_another_writer_and_resolves_every_claim(how):
+    # On SQLite a transaction that began by reading could not wait for the
+    # write lock ("database is locked" at once): a supervisor's cleanup
+    # after a killed worker left its claims held until a retry.
+    process = register("worker-gone")
+    overrun, _ = claim_one(process), claim_one(process)
+    killed = error_payload(ProcessExitError, "its worker was killed")
+
+    def deregister():
+        if how == "released":
+            process.deregister()
+        elif how == "failed":
+            process.deregister(claims_error=killed)
+        else:
+            process.deregister_after_overrun(
+                {overrun.pk: error_payload(TaskTimeoutError, "it ran too long")},
+                killed,
+            )
+
+    assert beside_a_writer(deregister) is None
+    assert not Process.objects.exists()
+    assert not ClaimedExecution.objects.exists()
+    resolved = ReadyExecution.objects.count() + sum(
+        1 for job in Job.objects.all() if job.errors
+    )
+    assert resolved == 2
