@@ -1,11 +1,11 @@
 """Cursors for our hot-path statements on PostgreSQL, kept per connection.
 
 Each claim, mark and finish used to make a Django cursor around a new
-psycopg cursor: Django's wrapper and the cursor's making cost about 60 µs of
-CPU a statement here, half what a no-op job costs a worker in all. Where no
-one would see the difference, a statement runs instead on a psycopg cursor
-kept for that connection, made once as Django would make it, with Django's
-checks and its translation of the driver's errors kept.
+psycopg cursor: Django's wrapper and the cursor's making cost a third of a
+mark's CPU (docs/performance.rst). Where no one would see the difference, a
+statement runs instead on a psycopg cursor kept for that connection, made
+once as Django would make it, with Django's checks and its translation of
+the driver's errors kept.
 
 Someone sees the difference, and every statement goes through a Django
 cursor as before, where: queries are captured (``DEBUG``,
