@@ -11,6 +11,7 @@ RUNNING, SUCCEEDED, FAILED, NOT_BEGUN, NEVER_RUNNABLE = 1, 2, 3, 4, 5
 
 
 def outcome(job_id, succeeded):
+    """A run's outcome, as SharedClaims.ended reads it."""
     now = timezone.now()
     return SimpleNamespace(
         job=SimpleNamespace(pk=job_id),

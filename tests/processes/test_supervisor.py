@@ -27,6 +27,7 @@ from steady_queue.processes.supervisor import QUICK_DEATH, Child
 from steady_queue.processes.thread_supervisor import ThreadSupervisor
 
 from .. import tasks
+from .test_shared_claims import outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -260,20 +261,6 @@ def test_a_child_killed_for_an_overrun_fails_it_as_timed_out_and_the_rest_killed
     assert reasons == {"timed out": [int(overrun.id)], "killed": [int(other.id)]}
 
 
-def ended(job_id, succeeded):
-    """A run's outcome, as SharedClaims.ended reads it."""
-    now = timezone.now()
-    return SimpleNamespace(
-        job=SimpleNamespace(pk=job_id),
-        succeeded=succeeded,
-        snoozed=False,
-        claimed_at=now,
-        finished_at=now,
-        return_value=None,
-        uses_steps=False,
-    )
-
-
 def test_a_held_up_worker_is_blamed_only_for_the_jobs_it_is_running(backend):
     # A run holding the GIL lets its worker write no outcome: the runs ended
     # before it, their outcomes waiting for the flush, do not hold the
@@ -287,8 +274,8 @@ def test_a_held_up_worker_is_blamed_only_for_the_jobs_it_is_running(backend):
         shared.hold(job_id)
     for job_id in (running, succeeded, failed):
         shared.started(job_id)
-    shared.ended(ended(succeeded, succeeded=True))
-    shared.ended(ended(failed, succeeded=False))
+    shared.ended(outcome(succeeded, succeeded=True))
+    shared.ended(outcome(failed, succeeded=False))
     read_end, write_end = deadline_pipe()
     deadlines = Deadlines()
     deadlines.report_to(write_end)
