@@ -3,6 +3,7 @@ where nobody watches them, and on Django's cursors where someone does
 (dialects/hot_cursors.py)."""
 
 import asyncio
+import functools
 
 import pytest
 from django.core.exceptions import SynchronousOnlyOperation
@@ -155,6 +156,46 @@ def test_a_patched_cursor_wrapper_sees_our_statements(monkeypatch):
     monkeypatch.setattr(CursorWrapper, "execute", instrumented)
     assert jobs().run_prepared(SELECT_SQL, [4]) == [(4,)]
     assert seen == [SELECT_SQL]
+
+
+def test_an_apm_that_patched_djangos_cursor_wrapper_first_sees_our_statements(
+    monkeypatch,
+):
+    # Sentry patches it as the settings set it up, before our modules load:
+    # what counts is where the function was written, not which one was
+    # found at import.
+    seen = []
+    execute = CursorWrapper.execute
+
+    @functools.wraps(execute)
+    def instrumented(self, sql, params=None):
+        seen.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", instrumented)
+    assert jobs().run_prepared(SELECT_SQL, [6]) == [(6,)]
+    assert seen == [SELECT_SQL]
+
+
+@pytest.mark.parametrize("method", ["make_cursor", "cursor", "create_cursor"])
+def test_a_backend_that_makes_its_own_cursors_sees_our_statements(method):
+    # As django-prometheus's backend, or a project's subclass, wraps every
+    # cursor its connection makes.
+    wrapper = connections["default"]
+    djangos = type(wrapper)
+    made = []
+
+    def counting(self, *args, **kwargs):
+        made.append(method)
+        return getattr(djangos, method)(self, *args, **kwargs)
+
+    backend = type("CountingWrapper", (djangos,), {method: counting})
+    wrapper.__class__ = backend
+    try:
+        assert jobs().run_prepared(SELECT_SQL, [2]) == [(2,)]
+    finally:
+        wrapper.__class__ = djangos
+    assert made
 
 
 def test_an_event_loop_may_not_run_our_statements():

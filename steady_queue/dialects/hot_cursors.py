@@ -11,33 +11,68 @@ Someone sees the difference, and every statement goes through a Django
 cursor as before, where: queries are captured (``DEBUG``,
 ``CaptureQueriesContext``, ``assertNumQueries``), an ``execute_wrapper`` is
 installed, a tool replaced the connection's ``cursor`` (the debug toolbar),
-Django's cursor wrapper is patched (an APM's instrumentation), or the
-backend makes cursors of its own (``create_cursor`` overridden).
+Django's cursor wrapper is patched (an APM's instrumentation, before or
+after this module was imported), or the backend makes or wraps cursors its
+own way (``create_cursor``, ``make_cursor``, ``cursor`` ... overridden).
 """
 
+import functools
+import os
+
+from django.db.backends import utils as django_utils
 from django.db.backends.utils import CursorWrapper
 from django.utils.asyncio import async_unsafe
 
-# Django's own: a patched CursorWrapper.execute (Sentry's, OpenTelemetry's)
-# must see our statements as it sees everyone's.
-_DJANGO_EXECUTE = CursorWrapper.execute
+# Where Django makes and wraps a connection's cursors: a backend of its own
+# (django-prometheus's create_cursor, a subclass's make_cursor) or a tool
+# (the debug toolbar's cursor, set on the connection) that replaces one of
+# them sees every statement there, and must see ours.
+CURSOR_MAKERS = (
+    "cursor",
+    "_cursor",
+    "_prepare_cursor",
+    "make_cursor",
+    "make_debug_cursor",
+    "create_cursor",
+)
 # The Django connection's attribute listing its kept cursors not in use (a
 # pipeline holds several). Not a weak mapping by psycopg connection: a kept
 # cursor refers to its connection, which would never be let go.
 KEPT = "_steady_queue_kept_cursors"
+_DJANGO_UTILS = os.path.normcase(django_utils.__file__)
 
 
-def watched(connection, django_create_cursor):
+def watched(connection, djangos):
     """Whether anyone would miss our statements from this Django
-    connection's cursors (see the module's docstring);
-    ``django_create_cursor``: Django's own, which a backend of its own
-    (django-prometheus's) may have replaced to see every statement."""
+    connection's cursors (see the module's docstring); ``djangos``: Django's
+    own wrapper class for the connection's database."""
     return (
         connection.queries_logged
         or bool(connection.execute_wrappers)
-        or "cursor" in vars(connection)
-        or CursorWrapper.execute is not _DJANGO_EXECUTE
-        or type(connection).create_cursor is not django_create_cursor
+        or _patched(CursorWrapper.execute)
+        or _makes_its_own_cursors(type(connection), djangos)
+        or any(name in vars(connection) for name in CURSOR_MAKERS)
+    )
+
+
+@functools.cache
+def _patched(execute):
+    """Whether Django's cursor wrapper runs statements through someone's
+    code (an APM's: Sentry, OpenTelemetry). Told by where the function was
+    written, not by the one found at import: an APM set up in the settings
+    has patched it by then."""
+    code = getattr(execute, "__code__", None)
+    return (
+        code is None
+        or hasattr(execute, "__wrapped__")
+        or os.path.normcase(code.co_filename) != _DJANGO_UTILS
+    )
+
+
+@functools.cache
+def _makes_its_own_cursors(backend, djangos):
+    return any(
+        getattr(backend, name) is not getattr(djangos, name) for name in CURSOR_MAKERS
     )
 
 

@@ -114,7 +114,7 @@ class PostgreSQL(Dialect):
         # enqueue measured 23-31 % faster, docs/performance.rst).
         hot_cursors.connect(connection)
         prepared.allow_ours(connection)
-        if hot_cursors.watched(connection, _django_create_cursor()):
+        if hot_cursors.watched(connection, _djangos_wrapper()):
             # Made by connection.cursor(), so that every wrapper Django or a
             # tool puts around cursors (query capture, the debug toolbar,
             # execute_wrapper) wraps it too.
@@ -212,11 +212,11 @@ def _preparing(connection, make):
 
 
 @functools.cache
-def _django_create_cursor():
-    """Django's own create_cursor for PostgreSQL; imported on first use."""
+def _djangos_wrapper():
+    """Django's own connection class for PostgreSQL; imported on first use."""
     from django.db.backends.postgresql.base import DatabaseWrapper
 
-    return DatabaseWrapper.create_cursor
+    return DatabaseWrapper
 
 
 @functools.cache
