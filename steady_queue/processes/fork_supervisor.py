@@ -244,8 +244,15 @@ class ForkSupervisor(Supervisor):
                 self.kill_for_overrun(pid, overrun)
 
     def overrun_by(self, child):
+        """The jobs to fail as timed out if the child is killed now: none
+        unless one is past deadline + grace; then every job it is running
+        past its own deadline. Which of them holds the GIL cannot be told
+        from outside, and the one that does may have begun after another
+        it starved, whose deadline passed first."""
         row = Process.objects.using(self.database).filter(name=child.name).first()
-        return self.overdue_jobs_held(child, row, grace=OUTSIDE_GRACE)
+        if not self.overdue_jobs_held(child, row, grace=OUTSIDE_GRACE):
+            return {}
+        return self.overdue_jobs_held(child, row, grace=0.0)
 
     def deadlines_due(self):
         due = (

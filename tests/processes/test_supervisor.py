@@ -298,6 +298,43 @@ def test_a_held_up_worker_is_blamed_only_for_the_jobs_it_is_running(backend):
         supervisor.close_wake_pipe()
 
 
+def test_a_worker_killed_for_an_overrun_is_blamed_for_every_run_past_its_deadline(
+    backend,
+):
+    # The job holding the GIL may have begun after another run it starved,
+    # whose deadline passed first: both are past theirs when the worker is
+    # killed, and both fail as timed out; a run within its time does not.
+    supervisor = ForkSupervisor(backend, child_specs(backend.config))
+    results = holding("worker-starved", count=3)
+    starved, holder, within = [int(r.id) for r in results]
+    shared = SharedClaims(8)
+    for job_id in (starved, holder, within):
+        shared.hold(job_id)
+        shared.started(job_id)
+    read_end, write_end = deadline_pipe()
+    deadlines = Deadlines()
+    deadlines.report_to(write_end)
+    # Due 3 s ago (past the supervisor's grace), 0.5 s ago, in a minute.
+    seconds = {starved: -3, holder: -0.5, within: 60}
+    for job in Job.objects.filter(pk__in=seconds):
+        deadlines.watch(job, seconds[job.pk])
+    child = gone_child(
+        supervisor,
+        "worker-starved",
+        deadlines=WatchedDeadlines(read_end),
+        shared_claims=shared,
+    )
+    try:
+        assert sorted(supervisor.overrun_by(child)) == sorted([starved, holder])
+        # Nothing past deadline + grace: no kill, however many are past theirs.
+        deadlines.forget(starved)
+        assert supervisor.overrun_by(child) == {}
+    finally:
+        child.deadlines.close()
+        os.close(write_end)
+        supervisor.close_wake_pipe()
+
+
 def test_maintenance_prunes_processes_whose_heartbeat_expired_and_fails_their_claims(
     supervisor, received
 ):
