@@ -58,6 +58,10 @@ if DATABASE == "postgres":
     DATABASES["default"]["TEST"] = {
         "NAME": f"test_{DATABASES['default']['NAME']}{TEST_SUFFIX}"
     }
+    if os.environ.get("SQ_TEST_PG_POOL"):
+        # Django's own connection pool (psycopg_pool), for a forked supervisor
+        # started by a test (tests/integration/test_connection_pool.py).
+        DATABASES["default"]["OPTIONS"] = {"pool": True}
 elif DATABASE == "mysql":
     try:
         import MySQLdb  # noqa: F401

@@ -126,6 +126,17 @@ class DatabaseGuard:
         return backoff_after(self.failures, self.max_backoff)
 
 
+def close_pools():
+    """Close this process's connection pools (Django's ``OPTIONS["pool"]``
+    on PostgreSQL) before a fork: a child would inherit the sockets of their
+    idle connections, on which parent and child would read each other's
+    results, and a pool whose threads the fork left behind. Each process
+    makes its own again when it next connects."""
+    for connection in connections.all(initialized_only=True):
+        if connection.settings_dict["OPTIONS"].get("pool"):
+            connection.close_pool()
+
+
 def close_quietly(database=None):
     """Close this thread's connection (or all of them); a broken one may raise."""
     targets = (

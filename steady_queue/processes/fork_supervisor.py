@@ -11,7 +11,7 @@ from ..exceptions import TaskTimeoutError, error_payload, timeout_message
 from ..models import Process
 from .base import HANDLED_SIGNALS
 from .child_exit import REPLACE_EXIT_CODE, exit_at_once, exit_code
-from .db import close_quietly
+from .db import close_pools, close_quietly
 from .sentinel import WatchedDeadlines, deadline_pipe
 from .shared_claims import SharedClaims, slots_for
 from .supervisor import Child, Supervisor
@@ -43,8 +43,10 @@ class ForkSupervisor(Supervisor):
             started_at=0,
             slot=slot,
         )
-        # The child must open its own connections, never share the parent's sockets.
+        # The child must open its own connections, never share the parent's
+        # sockets: neither its connections nor their pool's.
         close_quietly()
+        close_pools()
         supervisor_pid = os.getpid()
         # A worker tells us its jobs' deadlines, to be watched from out here.
         pipe = deadline_pipe() if spec.kind == "worker" else None
