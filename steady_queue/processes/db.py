@@ -133,8 +133,11 @@ def close_pools():
     results, and a pool whose threads the fork left behind. Each process
     makes its own again when it next connects."""
     for connection in connections.all(initialized_only=True):
-        if connection.settings_dict["OPTIONS"].get("pool"):
-            connection.close_pool()
+        # Django's PostgreSQL backend has the verb (5.1 and later); another
+        # backend given the option pools its own way, or not at all.
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None and connection.settings_dict["OPTIONS"].get("pool"):
+            close_pool()
 
 
 def close_quietly(database=None):
