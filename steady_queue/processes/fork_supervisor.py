@@ -252,9 +252,11 @@ class ForkSupervisor(Supervisor):
         from outside, and the one that does may have begun after another
         it starved, whose deadline passed first."""
         row = Process.objects.using(self.database).filter(name=child.name).first()
-        if not self.overdue_jobs_held(child, row, grace=OUTSIDE_GRACE):
+        running_late = self.overdue_jobs_held(child, row, grace=0.0)
+        now = time.monotonic()
+        if not any(d.at + OUTSIDE_GRACE <= now for d in running_late.values()):
             return {}
-        return self.overdue_jobs_held(child, row, grace=0.0)
+        return running_late
 
     def deadlines_due(self):
         due = (
