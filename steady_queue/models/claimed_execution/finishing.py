@@ -165,6 +165,13 @@ def finish_document(outcomes):
     return json.dumps(records, separators=(",", ":"))
 
 
+def restore(saved):
+    """Put back the jobs' fields as ``saved``, [(job, its __dict__ copied)],
+    holds them: a finish that wrote nothing leaves them as they were."""
+    for job, state in saved:
+        job.__dict__.update(state)
+
+
 class Finishing:
     """ClaimedExecution verbs that record the outcomes of finished runs."""
 
@@ -181,13 +188,14 @@ class Finishing:
         # write that fails must leave them as they were for the next attempt.
         saved = [(outcome.job, dict(outcome.job.__dict__)) for outcome in outcomes]
         try:
-            return self._finalize_all(outcomes, process_id, preserve_finished_jobs)
+            return self._finalize_all(
+                outcomes, process_id, preserve_finished_jobs, saved
+            )
         except BaseException:
-            for job, state in saved:
-                job.__dict__.update(state)
+            restore(saved)
             raise
 
-    def _finalize_all(self, outcomes, process_id, preserve_finished_jobs):
+    def _finalize_all(self, outcomes, process_id, preserve_finished_jobs, saved):
         by_id = {outcome.job.pk: outcome for outcome in outcomes}
         # Failures may be retried, limited jobs release slots and jobs with
         # dependents release those: all need more than the one-statement path
@@ -202,7 +210,7 @@ class Finishing:
         )
         if self.dialect.runs_hot_paths_in_one_statement and simple:
             held_ids = self._finalize_in_one_statement_or_not(
-                outcomes, process_id, preserve_finished_jobs
+                outcomes, process_id, preserve_finished_jobs, saved
             )
             if held_ids is not None:
                 if len(held_ids) < len(by_id):
@@ -264,13 +272,13 @@ class Finishing:
             models_package.BlockedExecution.objects.using(self.db).release_next(keys)
 
     def _finalize_in_one_statement_or_not(
-        self, outcomes, process_id, preserve_finished_jobs
+        self, outcomes, process_id, preserve_finished_jobs, saved
     ):
         """_finalize_in_one_statement; or None, having written nothing, if a
         job gained a dependent while it ran (its row says has_dependents, the
         row its worker read did not): the caller then takes the ORM path,
-        which settles the dependents in its transaction."""
-        saved = [(outcome.job, dict(outcome.job.__dict__)) for outcome in outcomes]
+        which settles the dependents in its transaction, on the jobs as
+        ``saved`` (finalize_all) holds them."""
         try:
             # Inside a caller's transaction, a savepoint: the refusal must
             # not end it. Outside, the statement is its own transaction.
@@ -285,10 +293,9 @@ class Finishing:
         except DataError as error:
             if GAINED_DEPENDENTS not in str(error):
                 raise
-        for job, state in saved:
-            job.__dict__.update(state)
-            # Which ones gained dependents the ORM path reads again, as
-            # it records them (save_outcomes).
+        # Which ones gained dependents the ORM path reads again, as it
+        # records them (save_outcomes).
+        restore(saved)
         return None
 
     def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
