@@ -20,6 +20,12 @@ as ``pip install`` compiles an installed package: an editable checkout run
 where PYTHONDONTWRITEBYTECODE is set would otherwise compile every module of
 ours at each start (about 0.12 s more CPU for the supervisor here).
 
+Beside them, each round measures two floors the same way (CPU to exit):
+``django_floor``, a Django process of the bare benchmark settings
+(contenttypes only) that sets up and runs one query on the database, under
+which no Django worker can boot; and ``project_setup``, the same for this
+benchmark project, our app included, with no supervisor started.
+
 Each ``--checkouts`` directory is a checkout's root (its ``steady_queue``
 package is imported through PYTHONPATH; the project and this harness are
 this checkout's); runs alternate between them, the first one changing each
@@ -166,6 +172,32 @@ def one_start(checkout, vendor, log):
     }
 
 
+# What every Django worker does before it can claim: set up, then query.
+FLOOR_CODE = (
+    "import django; django.setup(); from django.db import connection; "
+    "connection.cursor().execute('SELECT 1')"
+)
+# {floor: its settings module}: see the module's docstring.
+FLOORS = {"django_floor": "benchsettings", "project_setup": "settings"}
+
+
+def one_floor(checkout, vendor, settings):
+    """CPU to exit of a process that sets up Django with ``settings`` and
+    runs one query."""
+    env = {
+        **environment(checkout, vendor),
+        "DJANGO_SETTINGS_MODULE": settings,
+        "PYTHONPATH": os.pathsep.join(
+            [str(checkout), str(PROJECT), str(PROJECTS / "_common")]
+        ),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR_CODE], cwd=PROJECT, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status:
+        raise RuntimeError(f"the {settings} floor exited with {status}")
+    return {"cpu_to_exit": usage.ru_utime + usage.ru_stime}
+
+
 def add_checkouts_option(parser):
     parser.add_argument(
         "--checkouts",
@@ -231,6 +263,7 @@ def main():
     for vendor in args.databases:
         recreate(vendor, checkouts[0])
         runs = {str(path): [] for path in checkouts}
+        runs.update({floor: [] for floor in FLOORS})
         for round_ in range(args.runs):
             shift = round_ % len(checkouts)
             for checkout in checkouts[shift:] + checkouts[:shift]:
@@ -238,6 +271,10 @@ def main():
                 run = one_start(checkout, vendor, log)
                 runs[str(checkout)].append(run)
                 print(vendor, checkout, {k: round(v, 3) for k, v in run.items()})
+            for floor, settings in FLOORS.items():
+                run = one_floor(checkouts[0], vendor, settings)
+                runs[floor].append(run)
+                print(vendor, floor, {k: round(v, 3) for k, v in run.items()})
         results["databases"][vendor] = {
             checkout: {
                 "runs": found,
