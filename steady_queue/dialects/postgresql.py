@@ -65,6 +65,13 @@ CLAIM_PLAN_SQL = (
 ESTIMATED_ROWS_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass"
 
 
+def bigint_array(ids):
+    """Integers as one PostgreSQL array literal, for a ``%s::bigint[]``
+    parameter: psycopg passes the text as it is, where a list has each
+    element inspected and dumped (a fifth of a mark's CPU here)."""
+    return "{" + ",".join([f"{id_:d}" for id_ in ids]) + "}"
+
+
 class PostgreSQL(Dialect):
     vendor = "postgresql"
     runs_hot_paths_in_one_statement = True

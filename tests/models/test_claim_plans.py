@@ -8,16 +8,24 @@ the database would run, through EXPLAIN.
 """
 
 import json
+import re
 
 import pytest
 from django.db import connection
 from django.utils import timezone
+from psycopg import sql as pg_sql
 
 from steady_queue import enqueue_many
-from steady_queue.models import ReadyExecution
+from steady_queue.dialects.postgresql import bigint_array
+from steady_queue.models import ClaimedExecution, ReadyExecution
 from steady_queue.models.claimed_execution.finishing import (
     FINALIZE_SUCCEEDED_SQL,
     finish_document,
+)
+from steady_queue.models.claimed_execution.model import (
+    MARK_STARTED_SQL,
+    MARK_STARTED_UNFLUSHED_SQL,
+    mark_started_params,
 )
 from steady_queue.processes.queue_selector import QueueSelector
 
@@ -133,6 +141,112 @@ def test_the_finish_reads_jobs_by_key_without_statistics(burst_without_statistic
     process_id = registered_process(1)
     selector = QueueSelector(["*"], "default", pause_refresh=0)
     jobs = jobs_of(ReadyExecution.objects.claim(selector, 8, process_id))
+    outcomes = succeeded(jobs, process_id)
+    params = [
+        finish_document(outcomes),
+        bigint_array(job.pk for job in jobs),
+        process_id,
+    ]
+    for preserve in (True, False):
+        plan = explain_json(FINALIZE_SUCCEEDED_SQL[preserve, False], params)
+        assert not any(
+            node["Node Type"].startswith(("Seq Scan", "Bitmap"))
+            and node.get("Relation Name") == "steady_queue_jobs"
+            for node in plan_nodes(plan)
+        ), plan
+
+
+# Claims a process took and gave up (runs finished): their rows are dead and
+# their index entries stay until a vacuum, as in a long drain.
+HISTORY = 30_000
+
+
+def test_marks_and_finishes_find_claims_by_key_whatever_the_processs_history(
+    burst_without_statistics,
+):
+    """The generic plans a worker's prepared marks and finishes run with
+    look each claim up by its key, never walk the entries of every claim
+    the process took (sq_claimed_process), which grow with its history."""
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL's marks and finishes are prepared statements")
+    process_id = registered_process(1)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO steady_queue_claimed_executions"
+            " (job_id, process_id, created_at, started)"
+            " SELECT n, %s, now(), true FROM generate_series(%s, %s) AS n",
+            [process_id, 10**9, 10**9 + HISTORY],
+        )
+        cursor.execute(
+            "DELETE FROM steady_queue_claimed_executions WHERE job_id >= %s",
+            [10**9],
+        )
+    selector = QueueSelector(["*"], "default", pause_refresh=0)
+    claims = ReadyExecution.objects.claim(selector, 8, process_id, started=False)
+    jobs = jobs_of(claims)
+    assert ClaimedExecution.objects.held_by(process_id).count() == len(jobs) == 8
+    outcomes = succeeded(jobs, process_id)
+    ids = [job.pk for job in jobs]
+    statements = [
+        (MARK_STARTED_SQL, mark_started_params(process_id, ids)),
+        (MARK_STARTED_UNFLUSHED_SQL, mark_started_params(process_id, ids)),
+        *[
+            (
+                FINALIZE_SUCCEEDED_SQL[preserve, in_batches],
+                [finish_document(outcomes), bigint_array(ids), process_id],
+            )
+            for preserve in (True, False)
+            for in_batches in (True, False)
+        ],
+    ]
+    for sql, params in statements:
+        plan = generic_plan(sql, params)
+        claims_read = [
+            node
+            for node in plan_nodes(plan)
+            if node.get("Relation Name") == "steady_queue_claimed_executions"
+            or node.get("Index Name", "").startswith(("sq_claimed", "steady_queue_c"))
+        ]
+        assert claims_read, plan
+        assert all(
+            node["Node Type"]
+            in (
+                "Index Scan",
+                "Bitmap Index Scan",
+                "Bitmap Heap Scan",
+                "Delete",
+                "Update",
+                "ModifyTable",
+            )
+            for node in claims_read
+        ), plan
+        assert {node["Index Name"] for node in claims_read if "Index Name" in node} == {
+            "steady_queue_claimed_executions_pkey"
+        }, plan
+
+
+def generic_plan(sql, params):
+    """The plan PostgreSQL caches for ``sql`` as a prepared statement once it
+    plans it for any parameters (a generic plan), as EXPLAIN (FORMAT JSON)
+    gives it."""
+    numbered = iter(range(1, len(params) + 1))
+    prepared = re.sub(r"%s", lambda _: f"${next(numbered)}", sql)
+    raw = connection.connection
+    arguments = ", ".join(pg_sql.Literal(value).as_string(raw) for value in params)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE sq_generic AS {prepared}")
+        try:
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE sq_generic({arguments})")
+            value = cursor.fetchone()[0]
+        finally:
+            cursor.execute("DEALLOCATE sq_generic")
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def succeeded(jobs, process_id):
+    """The outcomes of the jobs' successful runs, applied to them as a
+    worker's finish applies them before it writes them."""
     outcomes = [
         run_outcome(
             job, worker_id=process_id, finished_at=timezone.now(), succeeded=True
@@ -141,14 +255,7 @@ def test_the_finish_reads_jobs_by_key_without_statistics(burst_without_statistic
     ]
     for outcome in outcomes:
         outcome.apply_to(outcome.job)
-    params = [finish_document(outcomes), process_id]
-    for preserve in (True, False):
-        plan = explain_json(FINALIZE_SUCCEEDED_SQL[preserve, False], params)
-        assert not any(
-            node["Node Type"].startswith(("Seq Scan", "Bitmap"))
-            and node.get("Relation Name") == "steady_queue_jobs"
-            for node in plan_nodes(plan)
-        ), plan
+    return outcomes
 
 
 def postgresql_claim_plan(pick_sql, pick_params):

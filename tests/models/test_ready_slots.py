@@ -186,8 +186,10 @@ def pick_buffers():
     return plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
+@contextmanager
+def held_snapshot():
+    """A REPEATABLE READ snapshot held open in another session meanwhile:
+    no row deleted after it is vacuumed away."""
     settings = connection.settings_dict
     holder = psycopg.connect(
         host=settings["HOST"],
@@ -199,6 +201,14 @@ def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
     try:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT count(*) FROM steady_queue_processes").fetchone()
+        yield
+    finally:
+        holder.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
+    with held_snapshot():
         enqueued_in_slot(TARGET, 3000)
         while claim(100):
             pass
@@ -210,8 +220,6 @@ def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
         ids = enqueued_in_slot(CURRENT, 3)
         assert pick_buffers() <= 10
         assert [job.pk for job in claim(10)] == ids
-    finally:
-        holder.close()
 
 
 def claimed_from_every_slot():
@@ -281,3 +289,63 @@ def test_a_user_that_may_not_truncate_is_told_once_and_the_dispatcher_goes_on(
         False,
         True,
     ]
+
+
+def vacuumed_by(dispatcher, deadline):
+    """Rotate until ``dispatcher`` vacuums a slot (the server's statistics
+    count the dead rows within a second of their commit); the slots."""
+    ready = ReadyExecution.objects.all()
+    while time.monotonic() < deadline:
+        dispatcher.rotate_ready_slots()
+        if dispatcher.slot_dead_rows:
+            return set(dispatcher.slot_dead_rows)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+        time.sleep(0.1)
+    raise AssertionError(f"no slot vacuumed; {ready.count()} rows ready")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drained_backlog_is_vacuumed_out_of_the_claims_path(monkeypatch):
+    from steady_queue.models import ready_slots
+
+    # A backlog (over MOVE_LIMIT: never emptied) of which enough was claimed.
+    monkeypatch.setattr(ready_slots, "MOVE_LIMIT", 3)
+    monkeypatch.setattr(ready_slots, "VACUUM_DEAD_ROWS", 5000)
+    ids = enqueued_in_slot(TARGET, 12_000)
+    alone = pick_buffers()
+    claimed = 0
+    while claimed < 10_000:
+        claimed += len(claim(500))
+    walked = pick_buffers() - alone
+    assert walked > 30, walked
+    dispatcher = a_dispatcher()
+
+    assert vacuumed_by(dispatcher, time.monotonic() + scaled(20)) == {
+        f"{TABLE}_slot{TARGET}"
+    }
+
+    assert pick_buffers() - alone < walked / 4
+    # Nothing died since: not vacuumed again.
+    assert ReadyExecution.objects.vacuum_slot_backlogs(dispatcher.slot_dead_rows) == []
+    assert [job.pk for job in claim(2000)] == ids[10_000:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_whose_dead_rows_a_snapshot_keeps_is_not_vacuumed_again(monkeypatch):
+    from steady_queue.models import ready_slots
+
+    monkeypatch.setattr(ready_slots, "MOVE_LIMIT", 3)
+    monkeypatch.setattr(ready_slots, "VACUUM_DEAD_ROWS", 500)
+    with held_snapshot():
+        enqueued_in_slot(TARGET, 800)
+        while len(claim(100)) == 100:
+            pass
+        dispatcher = a_dispatcher()
+        vacuumed_by(dispatcher, time.monotonic() + scaled(20))
+        # The snapshot keeps them: the vacuum removed nothing, and is not
+        # tried again for the same dead rows.
+        (left,) = dispatcher.slot_dead_rows.values()
+        assert left >= 700
+        ready = ReadyExecution.objects.all()
+        assert ready.vacuum_slot_backlogs(dispatcher.slot_dead_rows) == []

@@ -18,6 +18,7 @@ from ... import models as models_package
 from ...conf import options_of_backend
 from ...decorators.retries import policy_for
 from ...dialects.isolation import atomic
+from ...dialects.postgresql import bigint_array
 from ...exceptions import JobCancelledError, ResultNotStorableError
 from ..batch import DONE_SQL as BATCH_DONE_SQL
 from ..batch import Batch
@@ -53,8 +54,8 @@ WITH outcome AS (
     SELECT * FROM jsonb_to_recordset(%s::jsonb) AS o({columns})
 ),
 released AS (
-    DELETE FROM steady_queue_claimed_executions claim USING outcome
-    WHERE claim.job_id = outcome.job_id AND claim.process_id = %s
+    DELETE FROM steady_queue_claimed_executions claim
+    WHERE claim.job_id = ANY(%s::bigint[]) AND claim.process_id + 0 = %s
     RETURNING claim.job_id
 ),
 written AS ({write}),
@@ -250,7 +251,7 @@ class Finishing:
         table = quote(self.model._meta.db_table)
         job_id = quote("job_id")
         pick_sql = (
-            f"SELECT {job_id} FROM {table} WHERE {quote('process_id')} = %s "
+            f"SELECT {job_id} FROM {table} WHERE {quote('process_id')} + 0 = %s "
             f"AND {job_id} IN ({', '.join(['%s'] * len(job_ids))})"
             f"{self.dialect.lock_clause(self.connection)}"
         )
@@ -301,7 +302,13 @@ class Finishing:
     def _finalize_in_one_statement(self, outcomes, process_id, preserve_finished_jobs):
         """Record these successes in one statement; return the held jobs' ids."""
         jobs = [outcome.apply_to(outcome.job) for outcome in outcomes]
-        params = [finish_document(outcomes), process_id]
+        # The claims by key (their ids apart from the document): see
+        # claimed_execution/model.py on "process_id + 0".
+        params = [
+            finish_document(outcomes),
+            bigint_array(job.pk for job in jobs),
+            process_id,
+        ]
         if not any(job.batch_id for job in jobs):
             sql = FINALIZE_SUCCEEDED_SQL[preserve_finished_jobs, False]
             return [row[0] for row in self.run_prepared(sql, params)]

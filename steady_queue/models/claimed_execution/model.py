@@ -7,16 +7,24 @@ from typing import Any
 from django.db import models
 from django.db.models import Count, Exists, OuterRef
 
+from ...dialects.postgresql import bigint_array
 from ..execution import Execution, ExecutionQuerySet
 from ..process import Process
 from .finishing import Finishing
 from .releasing import Releasing
 
+# Claims are found by their key, job_id: "process_id + 0" keeps the process's
+# condition off sq_claimed_process, whose entries for a process are every
+# claim it has taken, dead ones included until a vacuum. PostgreSQL's
+# generic plans chose that index on the process's id alone, so each mark and
+# finish walked the process's whole history: a 100,000-job drain ran its
+# last 10,000 jobs at a third of the speed of its first (docs/performance.rst).
+#
 # PostgreSQL's marks (mark_started): inside a transaction, such as a claim's,
 # which sends them beside its own statements.
 MARK_STARTED_SQL = """
 UPDATE steady_queue_claimed_executions SET started = true
-WHERE process_id = %s AND job_id = ANY(%s::bigint[])
+WHERE process_id + 0 = %s AND job_id = ANY(%s::bigint[])
 RETURNING job_id
 """
 # ... and in a transaction of their own, which commits without waiting for the
@@ -24,16 +32,14 @@ RETURNING job_id
 MARK_STARTED_UNFLUSHED_SQL = """
 UPDATE steady_queue_claimed_executions SET started = true
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed
-WHERE process_id = %s AND job_id = ANY(%s::bigint[])
+WHERE process_id + 0 = %s AND job_id = ANY(%s::bigint[])
 RETURNING job_id
 """
 
 
 def mark_started_params(process_id, job_ids):
-    """MARK_STARTED_SQL's parameters: the ids as one array literal, which
-    psycopg passes as it is, where a list has each element inspected and
-    dumped (a fifth of a mark's CPU here)."""
-    return [process_id, "{" + ",".join([f"{job_id:d}" for job_id in job_ids]) + "}"]
+    """MARK_STARTED_SQL's parameters."""
+    return [process_id, bigint_array(job_ids)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +101,7 @@ class ClaimedExecutionQuerySet(Finishing, Releasing, ExecutionQuerySet):
         quote = self.connection.ops.quote_name
         job_id = quote("job_id")
         where = (
-            f"{quote('process_id')} = %s AND {job_id} IN "
+            f"{quote('process_id')} + 0 = %s AND {job_id} IN "
             f"({', '.join(['%s'] * len(job_ids))})"
         )
         table = quote(self.model._meta.db_table)
