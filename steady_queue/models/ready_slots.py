@@ -174,13 +174,20 @@ class ReadySlots:
                 died = dead - left if dead >= left else dead
                 if not owned or died < max(VACUUM_DEAD_ROWS, live * VACUUM_LIVE_SHARE):
                     continue
-                cursor.execute(
-                    VACUUM_SQL.format(slot=self.connection.ops.quote_name(name))
-                )
+                try:
+                    cursor.execute(
+                        VACUUM_SQL.format(slot=self.connection.ops.quote_name(name))
+                    )
+                except DatabaseError as error:
+                    # Cut off by the role's statement_timeout, say: the
+                    # queue runs on, and the slot waits for as many more.
+                    if not is_lock_conflict(error):
+                        raise
+                else:
+                    vacuumed.append(name)
                 cursor.execute(SLOT_ROWS_SQL, [[name]])
                 found = cursor.fetchone()
                 dead_after_vacuum[name] = found[2] if found else 0
-                vacuumed.append(name)
         return vacuumed
 
     def _live_rows(self, cursor, name):
