@@ -338,14 +338,6 @@ class ReadyExecutionQuerySet(ExecutionQuerySet):
             return None
         return ReadySlots(self).rotate(current)
 
-    def vacuum_slot_backlogs(self, dead_after_vacuum):
-        """Vacuum the ready table's slots where a drained backlog left many
-        dead entries in the claims' path (ReadySlots.vacuum_backlogs, which
-        says what ``dead_after_vacuum`` remembers); return their names."""
-        if not self.dialect.slots_ready_table:
-            return []
-        return ReadySlots(self).vacuum_backlogs(dead_after_vacuum)
-
     def in_claim_order(self):
         """Highest priority first (Django's priority direction), then the
         lowest turn (take_turns), then oldest first."""

@@ -17,13 +17,6 @@ dead entries of the two slots left, a few seconds' worth. The count of the
 rows still there (MOVE_LIMIT) is taken before the slot's lock; under it,
 every row then there is moved.
 
-A slot holding a backlog is not emptied, and a drain of it leaves every
-claimed row's entries in the claims' path: the hundred-thousandth claim of a
-backlog walked a hundred thousand dead entries first, so a drain slowed as
-it went. Rotations also vacuum such a slot (vacuum_backlogs) once enough
-rows died in it since its last vacuum: VACUUM takes no lock a claim or an
-enqueue waits for, and removes the entries no snapshot still needs.
-
 TRUNCATE is not MVCC-safe: a REPEATABLE READ transaction whose snapshot is
 older than the TRUNCATE sees the slot empty, and does not see the rows moved
 out of it. Only such a reader of the ready table (an admin page under
@@ -70,25 +63,6 @@ LIVE_ROWS_SQL = "SELECT count(*) FROM (SELECT FROM {slot} LIMIT %s) AS live"
 MOVE_ROWS_SQL = "INSERT INTO {table} ({columns}, slot) SELECT {columns}, %s FROM {slot}"
 TRUNCATE_SQL = "TRUNCATE {slot}"
 
-
-# A slot is vacuumed once this many rows died in it since its last vacuum,
-# and a twentieth of the rows still in it: a vacuum walks the slot's whole
-# indexes, live entries included, and a backlog of millions is walked less
-# often.
-VACUUM_DEAD_ROWS = 10_000
-VACUUM_LIVE_SHARE = 0.05
-
-# Each slot's live and dead rows, as the server's statistics count them
-# (flushed by each backend within a second), and whether this role owns it:
-# only its owner (or a superuser) may vacuum it.
-SLOT_ROWS_SQL = """
-SELECT c.relname, s.n_live_tup, s.n_dead_tup, pg_has_role(c.relowner, 'USAGE')
-FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
-WHERE c.oid IN (SELECT to_regclass(name) FROM unnest(%s::text[]) AS name)
-"""
-# SKIP_LOCKED: a vacuum already running on the slot (autovacuum's) is left
-# to it, not waited for.
-VACUUM_SQL = "VACUUM (SKIP_LOCKED) {slot}"
 
 # 42501 insufficient_privilege: the database role may not TRUNCATE the slot
 # (one granted SELECT, INSERT, UPDATE and DELETE alone).
@@ -150,45 +124,6 @@ class ReadySlots:
                         " TO <the user>;"
                     ) from error
                 raise
-
-    def vacuum_backlogs(self, dead_after_vacuum):
-        """Vacuum the slots in which VACUUM_DEAD_ROWS rows (and a
-        VACUUM_LIVE_SHARE of those left) died since their last vacuum here;
-        return their names.
-
-        ``dead_after_vacuum`` is the caller's memory, {slot: dead rows its
-        last vacuum left}, updated here: a snapshot held open keeps the rows
-        it may see dead, and the slot is vacuumed again only once as many
-        more have died. Slots this role does not own are left alone. Not
-        inside a transaction, where VACUUM cannot run.
-        """
-        if self.connection.in_atomic_block:
-            return []
-        names = [slot_table(self.table, slot) for slot in range(SLOTS)]
-        vacuumed = []
-        with self.connection.cursor() as cursor:
-            cursor.execute(SLOT_ROWS_SQL, [names])
-            for name, live, dead, owned in cursor.fetchall():
-                left = dead_after_vacuum.get(name, 0)
-                # Fewer now: emptied (TRUNCATE) or vacuumed by another since.
-                died = dead - left if dead >= left else dead
-                if not owned or died < max(VACUUM_DEAD_ROWS, live * VACUUM_LIVE_SHARE):
-                    continue
-                try:
-                    cursor.execute(
-                        VACUUM_SQL.format(slot=self.connection.ops.quote_name(name))
-                    )
-                except DatabaseError as error:
-                    # Cut off by the role's statement_timeout, say: the
-                    # queue runs on, and the slot waits for as many more.
-                    if not is_lock_conflict(error):
-                        raise
-                else:
-                    vacuumed.append(name)
-                cursor.execute(SLOT_ROWS_SQL, [[name]])
-                found = cursor.fetchone()
-                dead_after_vacuum[name] = found[2] if found else 0
-        return vacuumed
 
     def _live_rows(self, cursor, name):
         """How many rows the slot holds, up to MOVE_LIMIT + 1. Counted before

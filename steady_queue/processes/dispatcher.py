@@ -59,9 +59,6 @@ class Dispatcher(Poller):
         self.next_rotation_at = 0.0
         # Whether the last rotation was refused (RotationDenied), said once.
         self.rotation_denied = False
-        # {ready slot: the dead rows its last vacuum here left}: see
-        # ReadyExecution.vacuum_slot_backlogs.
-        self.slot_dead_rows = {}
 
     def metadata(self):
         return {
@@ -111,18 +108,10 @@ class Dispatcher(Poller):
             )
 
     def rotate_ready_slots(self):
-        """Empty the ready table's next slot, where it has slots, and vacuum
-        those a drained backlog left full of dead entries; next time
+        """Empty the ready table's next slot, where it has slots; next time
         SLOT_ROTATION_INTERVAL from now. Where the database user may not empty
         them, say so once and try again every SLOT_ROTATION_DENIED_RETRY."""
         ready = ReadyExecution.objects.using(self.database)
-        vacuumed = ready.vacuum_slot_backlogs(self.slot_dead_rows)
-        if vacuumed:
-            logger.debug(
-                "%s: vacuumed %s behind a backlog's claims",
-                self.description,
-                ", ".join(vacuumed),
-            )
         try:
             moved = ready.rotate_slots()
         except RotationDenied as denied:
