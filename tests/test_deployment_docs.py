@@ -9,6 +9,7 @@ made with the page's query, in front of the local PostgreSQL.
 
 import configparser
 import http.server
+import logging
 import os
 import pwd
 import re
@@ -23,12 +24,16 @@ from unittest import mock
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.urls import reverse
 
 import steady_queue
 from steady_queue.conf import Options
+from steady_queue.models import ReadyExecution
+from steady_queue.models.ready_slots import SLOTS
+from steady_queue.testing import run_pending
 
-from . import binaries, docs_blocks
+from . import binaries, docs_blocks, tasks
 from .helpers import wait_for
 from .integration.test_pgbouncer import docs_configuration
 
@@ -254,3 +259,34 @@ def assert_proxies(port, role, password):
     assert row == (role, 5432)
     with pytest.raises(psycopg.OperationalError, match="authentication failed"):
         psycopg.connect(**through, password="wrong").close()
+
+
+@pytest.mark.django_db
+def test_a_user_with_the_pages_grants_runs_the_queue(caplog):
+    """The page's grants for a database user of its own cover what the
+    processes do: enqueue, claim, mark, finish, and empty the ready slots."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the page's grants are PostgreSQL's")
+    role = f"sq_docs_app_{os.getpid()}"
+    grants = docs_blocks.block_with("deployment.rst", "GRANT TRUNCATE", "sql")
+    with connection.cursor() as cursor:
+        # Undone with the test's transaction, as are the grants.
+        cursor.execute(f"CREATE ROLE {role}")
+        cursor.execute(grants.replace("app_user", role))
+        cursor.execute(f"SET ROLE {role}")
+        try:
+            with caplog.at_level(logging.WARNING, logger="steady_queue"):
+                results = [tasks.add.enqueue(n, 1) for n in range(20)]
+                assert run_pending() == 20
+                # Each slot emptied in turn: the one the jobs went to among them.
+                emptied = [
+                    ReadyExecution.objects.rotate_slots(current=current)
+                    for current in range(SLOTS)
+                ]
+                assert emptied.count(0) == 1, emptied
+        finally:
+            cursor.execute("RESET ROLE")
+    assert [result.refresh() or result.return_value for result in results] == [
+        n + 1 for n in range(20)
+    ]
+    assert not caplog.records, caplog.records
