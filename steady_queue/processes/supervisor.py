@@ -267,6 +267,18 @@ class Supervisor(Runnable):
         self.schedule_restart(
             child.spec, child.slot, quick=quick, replaced=(child, pid, status)
         )
+        if quick:
+            # Said now, not only by the replacement (process_replaced): it
+            # starts after a delay, and a stop meanwhile drops it, and with
+            # it the only word of this death.
+            logger.warning(
+                "%s (pid %s) %s %.1f s after it started; replaced in %g s",
+                child.name,
+                pid,
+                status,
+                time.monotonic() - child.started_at,
+                self.restart_delays[child.slot],
+            )
         self.start_due_restarts()
 
     def child_asked_to_be_replaced(self, child, pid):

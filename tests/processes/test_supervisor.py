@@ -511,3 +511,18 @@ def test_a_second_interrupt_during_the_first_signal_reaches_the_children(backend
         supervisor.close_wake_pipe()
     assert supervisor.signalled == [False, True]
     assert time.monotonic() - began < 2
+
+
+def test_a_death_in_a_crash_loop_is_said_as_it_is_reaped(supervisor, caplog):
+    with caplog.at_level("WARNING", logger="steady_queue"):
+        supervisor.child_exited(
+            gone_child(supervisor, "worker-young", started_ago=0),
+            4242,
+            "was killed by SIGKILL",
+        )
+    # Replaced after a delay (a stop meanwhile would drop the replacement,
+    # which says the rest): the death is said at once.
+    assert supervisor.launched == []
+    (said,) = [record.getMessage() for record in caplog.records]
+    assert said.startswith("worker-young (pid 4242) was killed by SIGKILL 0.")
+    assert said.endswith(" s after it started; replaced in 1 s")
