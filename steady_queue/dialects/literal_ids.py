@@ -4,6 +4,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db.models import Expression, F, IntegerField, Q
 from django.db.models.lookups import Lookup
 
+from .postgresql import bigint_array
+
 
 class LiteralIds(Expression):
     """The right side of ``pk__in`` for thousands of ids: ``(1, 2, 3)`` in the
@@ -56,8 +58,7 @@ class AmongLiteralIds(Lookup):
         field_sql, params = self.process_lhs(compiler, connection)
         if not self.rhs.ids:
             raise EmptyResultSet
-        listed = ",".join(map(str, self.rhs.ids))
-        return f"{field_sql} = ANY('{{{listed}}}'::bigint[])", params
+        return f"{field_sql} = ANY('{bigint_array(self.rhs.ids)}'::bigint[])", params
 
 
 def among(field, ids):
