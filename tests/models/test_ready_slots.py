@@ -186,10 +186,8 @@ def pick_buffers():
     return plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
 
 
-@contextmanager
-def held_snapshot():
-    """A REPEATABLE READ snapshot held open in another session meanwhile:
-    no row deleted after it is vacuumed away."""
+@pytest.mark.django_db(transaction=True)
+def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
     settings = connection.settings_dict
     holder = psycopg.connect(
         host=settings["HOST"],
@@ -201,14 +199,6 @@ def held_snapshot():
     try:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT count(*) FROM steady_queue_processes").fetchone()
-        yield
-    finally:
-        holder.close()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
-    with held_snapshot():
         enqueued_in_slot(TARGET, 3000)
         while claim(100):
             pass
@@ -220,6 +210,8 @@ def test_a_held_snapshot_keeps_no_dead_entries_in_the_claims_path():
         ids = enqueued_in_slot(CURRENT, 3)
         assert pick_buffers() <= 10
         assert [job.pk for job in claim(10)] == ids
+    finally:
+        holder.close()
 
 
 def claimed_from_every_slot():
